@@ -1,0 +1,156 @@
+"""The `oomwatch` command line: thin commands that parse arguments, call one function, render."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from oomwatch import __version__
+from oomwatch.engine.diagnose import diagnose
+from oomwatch.engine.lint import lint
+from oomwatch.engine.loader import RuleSet, load_rules
+from oomwatch.engine.scanner import Scanner, ScanResult
+from oomwatch.errors import OomwatchError, RulesError
+from oomwatch.exitcodes import Exit, for_verdict
+from oomwatch.report import RENDERERS
+from oomwatch.sources import display_name, input_size, read_chunks
+
+PROGRESS_MIN_BYTES = 50 << 20
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="oomwatch")
+def main() -> None:
+    """Why did my training job die of memory, and what do I change?
+
+    \b
+    Example:
+      oomwatch diagnose train.log dmesg.txt
+    """
+
+
+def _load(rules_dirs: tuple[Path, ...]) -> RuleSet:
+    rules = load_rules(rules_dirs)
+    if rules.errors:
+        first = rules.errors[0]
+        more = f" (and {len(rules.errors) - 1} more; run `oomwatch rules lint`)" if len(rules.errors) > 1 else ""
+        raise RulesError(f"rules cannot be loaded: {first}{more}")
+    return rules
+
+
+@contextmanager
+def _progress(path: str) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar on stderr for big inputs when stderr is a terminal."""
+    size = input_size(path)
+    if size is None or size < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
+        yield None
+        return
+    with click.progressbar(length=size, label=display_name(path), file=sys.stderr) as bar:
+        yield bar.update
+
+
+@main.command("diagnose")
+@click.argument("logs", nargs=-1, required=True, metavar="LOG...")
+@click.option(
+    "--format", "-f", "fmt",
+    type=click.Choice(sorted(RENDERERS)), default="text", show_default=True,
+    help="text for a person, json for machines (schema oomwatch.diagnosis/v1), markdown for an issue.",
+)  # fmt: skip
+@click.option(
+    "--rules", "rules_dirs", multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A directory of extra rules (same layout as the built-in rules/); a rule with the same id or name replaces the built-in one. Repeatable.",
+)  # fmt: skip
+@click.option("--backend", type=click.Choice(["hyperscan", "re2", "re"]), default=None, hidden=True)
+def diagnose_cmd(logs: tuple[str, ...], fmt: str, rules_dirs: tuple[Path, ...], backend: str | None) -> None:
+    """Read logs and say whether the job died of memory, which kind, who died, and why.
+
+    LOG is a training or launcher log, a dmesg / journalctl -k / kern.log capture, or
+    kubectl / slurm / docker output; `-` reads standard input; gzip is detected. Give
+    several at once (e.g. the launcher's output and the node's dmesg): they are read
+    together, and a pid named by the launcher is linked to the kernel's victim.
+
+    \b
+    Exit codes: 0 no memory failure found, 3 memory failure found, 4 failure that is
+    not memory (crash, scheduler kill), 2 bad arguments or unreadable input,
+    5 invalid rules, 1 internal error.
+
+    \b
+    Example:
+      $ oomwatch diagnose torchrun.log dmesg.txt
+      HOST OUT OF MEMORY (kernel OOM killer) [host_oom, confirmed]
+      ...
+      $ kubectl describe pod trainer-0 | oomwatch diagnose --format markdown -
+    """
+    try:
+        rules = _load(rules_dirs)
+        scanner = Scanner(rules, backend=backend)
+        scans: list[ScanResult] = []
+        if sum(1 for p in logs if p == "-") > 1:
+            raise OomwatchError("`-` (standard input) can be given only once")
+        for path in logs:
+            with _progress(path) as update:
+                scans.append(scanner.scan(display_name(path), read_chunks(path), progress=update))
+    except OomwatchError as exc:
+        click.echo(f"oomwatch: {exc}", err=True)
+        sys.exit(Exit.RULES_INVALID if isinstance(exc, RulesError) else Exit.USAGE)
+    result = diagnose(scans, rules)
+    click.echo(RENDERERS[fmt](result), nl=False)
+    sys.exit(for_verdict(result.verdict))
+
+
+@main.group("rules")
+def rules_group() -> None:
+    """Inspect and check the rules (fingerprints and verdicts, as YAML data)."""
+
+
+@rules_group.command("lint")
+@click.argument("dirs", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
+def rules_lint(dirs: tuple[Path, ...]) -> None:
+    """Check the built-in rules plus DIRS: every error with file:line, exit 5 if any.
+
+    \b
+    Example:
+      $ oomwatch rules lint ./my-rules
+      ok: 142 fingerprints, 18 verdict rules, 23 event kinds
+    """
+    rules = load_rules(dirs)
+    errors = lint(rules)
+    for err in errors:
+        click.echo(str(err), err=True)
+    if errors:
+        click.echo(f"{len(errors)} error(s)", err=True)
+        sys.exit(Exit.RULES_INVALID)
+    click.echo(
+        f"ok: {len(rules.fingerprints)} fingerprints, {len(rules.verdicts)} verdict rules, "
+        f"{len(rules.events)} event kinds"
+    )
+
+
+@rules_group.command("list")
+@click.option(
+    "--rules",
+    "rules_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+)
+def rules_list(rules_dirs: tuple[Path, ...]) -> None:
+    """List every rule: id, name, event or verdict, status.
+
+    \b
+    Example:
+      $ oomwatch rules list | grep cuda
+    """
+    try:
+        rules = _load(rules_dirs)
+    except OomwatchError as exc:
+        click.echo(f"oomwatch: {exc}", err=True)
+        sys.exit(Exit.RULES_INVALID)
+    for fp in rules.fingerprints:
+        click.echo(f"{fp.id}\t{fp.name}\tevent:{fp.event}\t{fp.status}")
+    for vr in rules.verdicts:
+        click.echo(f"{vr.id}\tverdict\tverdict:{vr.verdict}\t{'confirmed' if vr.confirmed else 'unconfirmed'}")

@@ -1,0 +1,89 @@
+"""From scan results to a Diagnosis: victims, facts, verdict, evidence, notes. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from oomwatch.engine.diagnosis import Diagnosis
+from oomwatch.engine.facts import compute_facts
+from oomwatch.engine.loader import RuleSet
+from oomwatch.engine.model import Event, Evidence, OomReport
+from oomwatch.engine.scanner import ScanResult
+from oomwatch.engine.verdict import choose, render, template_values
+from oomwatch.engine.victims import build_victims
+
+MAX_EVIDENCE = 8
+
+
+def diagnose(scans: Sequence[ScanResult], rules: RuleSet) -> Diagnosis:
+    events = [ev for s in scans for ev in s.events]
+    reports = [r for s in scans for r in s.reports]
+    victims = build_victims(reports, events)
+    facts = compute_facts(reports, events, victims, [s.kernel_share for s in scans], rules.events)
+    rule = choose(rules.verdicts, facts)
+    values = template_values(victims, reports)
+    verdict = rule.verdict if rule else "no_oom_evidence"
+    evidence = _evidence(rule.when.facts() if rule else set(), victims, events, reports)
+    notes = _notes(facts, reports, events, verdict)
+    for s in scans:
+        notes.extend(f"{s.file}: {n}" for n in s.notes)
+    return Diagnosis(
+        verdict=verdict,
+        confirmed=rule.confirmed if rule else False,
+        summary=" ".join(render(rule.summary, values).split()) if rule else "",
+        victims=tuple(victims),
+        causes=(),
+        events=tuple(events),
+        inputs=tuple(s.info for s in scans if s.info is not None),
+        next_steps=tuple(render(step, values) for step in (rule.next_steps if rule else ())),
+        notes=tuple(notes),
+        rule=rule.id if rule else None,
+        evidence=evidence,
+        facts=facts,
+    )
+
+
+def _evidence(
+    fact_names: set[str],
+    victims: Sequence,
+    events: Sequence[Event],
+    reports: Sequence[OomReport],
+) -> tuple[Evidence, ...]:
+    """The lines behind the verdict: the first victim's, then lines of the kinds it used."""
+    picked: list[Evidence] = []
+    if victims:
+        picked.extend(victims[0].evidence)
+    elif any(name.startswith("kernel.") for name in fact_names) and reports:
+        picked.extend(reports[0].evidence)
+    kinds = {name.split(".", 1)[1] for name in fact_names if name.startswith("events.")}
+    picked.extend(ev.evidence for ev in events if ev.kind in kinds)
+    seen: set[tuple[str, int]] = set()
+    unique = []
+    for ev in picked:
+        if (ev.file, ev.line) not in seen:
+            seen.add((ev.file, ev.line))
+            unique.append(ev)
+    return tuple(unique[:MAX_EVIDENCE])
+
+
+def _notes(facts: dict, reports: Sequence[OomReport], events: Sequence[Event], verdict: str) -> list[str]:
+    notes: list[str] = []
+    cuda_first = facts.get("order.cuda_oom_before_kill")
+    if cuda_first is True:
+        notes.append(
+            "A CUDA out-of-memory error comes before the kernel's kill: the GPU error happened "
+            "first, but the process was then killed for host RAM; fix host memory, a GPU fix alone will not do."
+        )
+    elif cuda_first is False:
+        notes.append(
+            "The kernel killed a process before any CUDA out-of-memory error: host RAM ran out "
+            "first; the later GPU error is a consequence or unrelated, and GPU playbooks will not help."
+        )
+    if facts.get("kernel.manual_kills"):
+        notes.append(
+            "A kill was forced by hand (SysRq-f, moom_callback): the OOM killer ran on request, "
+            "not because memory ran out."
+        )
+    if verdict in ("host_oom", "cgroup_oom") and facts.get("kernel.kills", 0) > 1:
+        notes.append(f"The kernel killed {facts['kernel.kills']} processes in this input.")
+    return notes

@@ -1,0 +1,56 @@
+"""The Diagnosis: the one result every front end renders (DESIGN.md: public JSON keys)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from oomwatch.engine.model import Cause, Event, Evidence, InputInfo, Victim
+
+SCHEMA_ID = "oomwatch.diagnosis/v1"
+MAX_EVENTS = 200  # events listed in the JSON; the count of all is kept
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    verdict: str
+    confirmed: bool
+    summary: str
+    victims: tuple[Victim, ...]
+    causes: tuple[Cause, ...]
+    events: tuple[Event, ...]
+    inputs: tuple[InputInfo, ...]
+    next_steps: tuple[str, ...]
+    notes: tuple[str, ...]
+    rule: str | None
+    evidence: tuple[Evidence, ...]  # the lines that prove the verdict, most telling first
+    facts: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_ID,
+            "verdict": self.verdict,
+            "confirmed": self.confirmed,
+            "summary": self.summary,
+            "victims": [v.to_json() for v in self.victims],
+            "causes": [c.to_json() for c in self.causes],
+            "events": [_event_json(e) for e in self.events[:MAX_EVENTS]],
+            "events_total": len(self.events),
+            "evidence": [e.to_json() for e in self.evidence],
+            "next_steps": list(self.next_steps),
+            "notes": list(self.notes),
+            "rule": self.rule,
+            "inputs": [i.to_json() for i in self.inputs],
+        }
+
+
+def _event_json(e: Event) -> dict[str, Any]:
+    return {
+        "kind": e.kind,
+        "rule": e.rule,
+        "file": e.line.file,
+        "line": e.line.no,
+        "time": e.line.time,
+        "text": e.line.text,
+        "fields": dict(sorted(e.fields.items())),
+    }

@@ -1,0 +1,59 @@
+"""Check a rule set completely and report every problem with file:line.
+
+Beyond what loading checks: every example behaves as it says, every match example
+contains an anchor (otherwise the prefilter would hide the line), and verdict rules
+only name known facts.
+"""
+
+from __future__ import annotations
+
+from oomwatch.engine.facts import known_facts
+from oomwatch.engine.loader import Fingerprint, RuleError, RuleSet
+from oomwatch.engine.prefix import strip_prefix
+from oomwatch.engine.text import clean_text
+
+EXAMPLE_TIMEOUT = 1.0
+
+
+def as_scanned(text: str) -> str:
+    """An example line as the scanner sees it: decoded, log prefix stripped."""
+    return strip_prefix(clean_text(text.encode("utf-8", "surrogateescape"))).text
+
+
+def check_examples(fp: Fingerprint) -> list[str]:
+    """Problems with one fingerprint's examples, as messages (empty when all is well).
+
+    Examples are checked the way the scanner sees lines: with the log prefix stripped."""
+    problems = []
+    for ex in fp.match:
+        text = as_scanned(ex.text)
+        if not any(a in text for a in fp.anchors):
+            problems.append(f"match example contains none of the anchors {list(fp.anchors)}: {ex.text!r}")
+        m = fp.pattern.search(text, timeout=EXAMPLE_TIMEOUT)
+        if m is None:
+            problems.append(f"match example does not match: {ex.text!r}")
+            continue
+        got = {**fp.fields, **{k: v for k, v in m.groupdict().items() if v is not None}}
+        for key, want in ex.fields.items():
+            if got.get(key) != want:
+                problems.append(f"example field {key!r}: expected {want!r}, got {got.get(key)!r}: {ex.text!r}")
+    for ex in fp.no_match:
+        text = as_scanned(ex.text)
+        if any(a in text for a in fp.anchors) and fp.pattern.search(text, timeout=EXAMPLE_TIMEOUT):
+            problems.append(f"no_match example matches: {ex.text!r}")
+    return problems
+
+
+def lint(rules: RuleSet) -> list[RuleError]:
+    errors = list(rules.errors)
+    for fp in rules.fingerprints:
+        file, _, line = fp.source.rpartition(":")
+        errors.extend(RuleError(file, int(line), f"{fp.id} {fp.name}: {p}") for p in check_examples(fp))
+    facts = known_facts(rules.events)
+    for vr in rules.verdicts:
+        file, _, line = vr.source.rpartition(":")
+        for name in sorted(vr.when.facts() - facts):
+            errors.append(RuleError(file, int(line), f"{vr.id}: unknown fact {name!r}"))
+    if not any(vr.verdict == "no_oom_evidence" for vr in rules.verdicts):
+        errors.append(RuleError("verdicts.yaml", 0, "no rule gives `no_oom_evidence` (the fallback)"))
+    return sorted(set(errors), key=lambda e: (e.file, e.line, e.message))

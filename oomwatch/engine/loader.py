@@ -1,0 +1,312 @@
+"""Load rules/ (YAML data) into compiled, validated objects.
+
+Every problem found is collected as a `RuleError` with file:line, so `oomwatch rules lint`
+can report them all at once. Loading never executes anything from the files
+(`yaml.SafeLoader`), and patterns are compiled with the `regex` module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import regex
+import yaml
+
+from oomwatch.engine.conditions import Condition, parse_condition
+
+FINGERPRINT_KEYS = {
+    "id", "name", "status", "description", "references", "event", "anchors",
+    "pattern", "flags", "fields", "examples",
+}  # fmt: skip
+VERDICT_KEYS = {"id", "verdict", "confirmed", "when", "summary", "next_steps", "description"}
+STATUSES = {"stable", "experimental", "deprecated"}
+VERDICTS = (
+    "host_oom", "cgroup_oom", "userspace_oom_kill", "cuda_oom", "shm_exhausted",
+    "python_memory_error", "swap_thrash", "sigkill_unexplained", "other_crash",
+    "no_oom_evidence",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RuleError:
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str
+    fields: dict[str, str]
+    line: int
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    id: str
+    name: str
+    status: str
+    description: str
+    references: tuple[str, ...]
+    event: str
+    anchors: tuple[str, ...]
+    pattern: Any  # regex.Pattern[str]
+    fields: dict[str, str]
+    match: tuple[Example, ...]
+    no_match: tuple[Example, ...]
+    source: str  # file:line
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    id: str
+    verdict: str
+    confirmed: bool
+    when: Condition
+    summary: str
+    next_steps: tuple[str, ...]
+    source: str
+
+
+@dataclass
+class RuleSet:
+    events: dict[str, str] = field(default_factory=dict)
+    fingerprints: list[Fingerprint] = field(default_factory=list)
+    verdicts: list[VerdictRule] = field(default_factory=list)
+    errors: list[RuleError] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    defined: dict[str, str] = field(default_factory=dict)  # id or name -> directory, file:line
+
+
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader that records each mapping's line as the key `__line__`."""
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    mapping = loader.construct_mapping(node, deep=True)
+    mapping["__line__"] = node.start_mark.line + 1
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def builtin_rules_dir() -> Path:
+    """The rules shipped with oomwatch: inside the installed package, or the repo's rules/."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "rules", here.parent / "rules"):
+        if (candidate / "events.yaml").is_file():
+            return candidate
+    raise FileNotFoundError("oomwatch's built-in rules/ directory is missing from this install")
+
+
+def load_rules(extra_dirs: Iterable[Path] = ()) -> RuleSet:
+    """Built-in rules, then each extra directory: a rule with the same id or name replaces."""
+    rules = RuleSet()
+    for directory in (builtin_rules_dir(), *extra_dirs):
+        _load_dir(Path(directory), rules)
+    _check_references(rules)
+    return rules
+
+
+def _load_dir(directory: Path, rules: RuleSet) -> None:
+    if not directory.is_dir():
+        rules.errors.append(RuleError(str(directory), 0, "not a directory"))
+        return
+    events_file = directory / "events.yaml"
+    if events_file.is_file():
+        doc = _read_yaml(events_file, rules)
+        events = doc.get("events") if isinstance(doc, dict) else None
+        if not isinstance(events, dict):
+            rules.errors.append(RuleError(str(events_file), 1, "expected a mapping `events:`"))
+        else:
+            rules.events.update({k: str(v) for k, v in events.items() if k != "__line__"})
+    for path in sorted(directory.glob("fingerprints/*.yaml")):
+        _load_fingerprints(path, rules)
+    verdicts_file = directory / "verdicts.yaml"
+    if verdicts_file.is_file():
+        _load_verdicts(verdicts_file, rules)
+
+
+def _read_yaml(path: Path, rules: RuleSet) -> Any:
+    rules.files.append(str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    except (OSError, UnicodeDecodeError) as exc:
+        rules.errors.append(RuleError(str(path), 0, f"cannot read: {exc}"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 0
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        rules.errors.append(RuleError(str(path), line, f"invalid YAML: {problem}"))
+    return None
+
+
+def _load_fingerprints(path: Path, rules: RuleSet) -> None:
+    doc = _read_yaml(path, rules)
+    if doc is None:
+        return
+    items = doc.get("rules") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        rules.errors.append(RuleError(str(path), 1, "expected a list `rules:`"))
+        return
+    for item in items:
+        fp = _fingerprint(path, item, rules.errors)
+        if fp is not None and _unique_in_dir(rules, path, (fp.id, fp.name), fp.source):
+            _replace_or_add(rules.fingerprints, fp)
+
+
+def _unique_in_dir(rules: RuleSet, path: Path, keys: tuple[str, ...], source: str) -> bool:
+    """Within one directory ids and names are unique; a later directory may override."""
+    ok = True
+    for key in keys:
+        where = rules.defined.get(key)
+        if where is not None and where.startswith(f"{path.parent}|"):
+            line = int(source.rpartition(":")[2])
+            rules.errors.append(RuleError(str(path), line, f"{key!r} also defined at {where[where.index('|') + 1 :]}"))
+            ok = False
+        rules.defined[key] = f"{path.parent}|{source}"
+    return ok
+
+
+def _replace_or_add(items: list[Any], new: Any) -> None:
+    for i, old in enumerate(items):
+        if old.id == new.id or getattr(old, "name", None) == getattr(new, "name", object()):
+            items[i] = new
+            return
+    items.append(new)
+
+
+def _fingerprint(path: Path, item: Any, errors: list[RuleError]) -> Fingerprint | None:
+    if not isinstance(item, dict):
+        errors.append(RuleError(str(path), 0, "a rule must be a mapping"))
+        return None
+    line = int(item.get("__line__", 0))
+
+    def err(message: str, at: int = line) -> None:
+        errors.append(RuleError(str(path), at, message))
+
+    before = len(errors)
+    for key in sorted(set(item) - FINGERPRINT_KEYS - {"__line__"}):
+        err(f"unknown key {key!r}")
+    for key in ("id", "name", "description", "event", "anchors", "pattern", "examples"):
+        if key not in item:
+            err(f"missing required key {key!r}")
+    if len(errors) > before:
+        return None
+    status = str(item.get("status", "stable"))
+    if status not in STATUSES:
+        err(f"status must be one of {sorted(STATUSES)}, not {status!r}")
+    anchors = item["anchors"]
+    if not (isinstance(anchors, list) and anchors and all(isinstance(a, str) and a for a in anchors)):
+        err("anchors must be a non-empty list of non-empty strings")
+        anchors = []
+    flags = item.get("flags") or []
+    re_flags = regex.V0
+    for flag in flags:
+        if flag == "ignorecase":
+            re_flags |= regex.IGNORECASE
+        else:
+            err(f"unknown flag {flag!r} (known: ignorecase)")
+    try:
+        pattern = regex.compile(str(item["pattern"]), re_flags)
+    except regex.error as exc:
+        err(f"pattern does not compile: {exc}")
+        return None
+    consts = item.get("fields") or {}
+    if not isinstance(consts, dict):
+        err("fields must be a mapping")
+        consts = {}
+    consts = {str(k): str(v) for k, v in consts.items() if k != "__line__"}
+    match, no_match = _examples(item["examples"], line, err)
+    if len(errors) > before:
+        return None
+    return Fingerprint(
+        id=str(item["id"]),
+        name=str(item["name"]),
+        status=status,
+        description=str(item["description"]),
+        references=tuple(str(r) for r in item.get("references") or ()),
+        event=str(item["event"]),
+        anchors=tuple(anchors),
+        pattern=pattern,
+        fields=consts,
+        match=match,
+        no_match=no_match,
+        source=f"{path}:{line}",
+    )
+
+
+def _examples(raw: Any, line: int, err: Any) -> tuple[tuple[Example, ...], tuple[Example, ...]]:
+    if not isinstance(raw, dict):
+        err("examples must be a mapping with `match` and `no_match`")
+        return (), ()
+    at = int(raw.get("__line__", line))
+    match: list[Example] = []
+    for ex in raw.get("match") or []:
+        if isinstance(ex, dict) and isinstance(ex.get("text"), str):
+            fields = {str(k): str(v) for k, v in (ex.get("fields") or {}).items() if k != "__line__"}
+            match.append(Example(ex["text"], fields, int(ex.get("__line__", at))))
+        elif isinstance(ex, str):
+            match.append(Example(ex, {}, at))
+        else:
+            err("each match example is a string or a mapping with `text`", at)
+    no_match = [Example(ex, {}, at) for ex in raw.get("no_match") or [] if isinstance(ex, str)]
+    if not match:
+        err("a rule needs at least one `match` example", at)
+    return tuple(match), tuple(no_match)
+
+
+def _load_verdicts(path: Path, rules: RuleSet) -> None:
+    doc = _read_yaml(path, rules)
+    if doc is None:
+        return
+    items = doc.get("verdicts") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        rules.errors.append(RuleError(str(path), 1, "expected a list `verdicts:`"))
+        return
+    for item in items:
+        if not isinstance(item, dict):
+            rules.errors.append(RuleError(str(path), 0, "a verdict rule must be a mapping"))
+            continue
+        line = int(item.get("__line__", 0))
+        errs = [f"unknown key {k!r}" for k in sorted(set(item) - VERDICT_KEYS - {"__line__"})]
+        errs += [f"missing required key {k!r}" for k in ("id", "verdict", "when", "summary") if k not in item]
+        if item.get("verdict") not in VERDICTS:
+            errs.append(f"verdict must be one of {list(VERDICTS)}, not {item.get('verdict')!r}")
+        cond = None
+        if "when" in item:
+            cond, cond_errs = parse_condition(item["when"])
+            errs += cond_errs
+        rules.errors.extend(RuleError(str(path), line, e) for e in errs)
+        if errs or cond is None:
+            continue
+        if not _unique_in_dir(rules, path, (str(item["id"]),), f"{path}:{line}"):
+            continue
+        _replace_or_add(
+            rules.verdicts,
+            VerdictRule(
+                id=str(item["id"]),
+                verdict=str(item["verdict"]),
+                confirmed=bool(item.get("confirmed", False)),
+                when=cond,
+                summary=str(item["summary"]),
+                next_steps=tuple(str(s) for s in item.get("next_steps") or ()),
+                source=f"{path}:{line}",
+            ),
+        )
+
+
+def _check_references(rules: RuleSet) -> None:
+    """Cross-file checks: every fingerprint emits a known event kind."""
+    for fp in rules.fingerprints:
+        file, _, line = fp.source.rpartition(":")
+        if fp.event not in rules.events:
+            rules.errors.append(RuleError(file, int(line), f"unknown event kind {fp.event!r}"))

@@ -1,0 +1,189 @@
+"""Frozen data model shared by every part of oomwatch.
+
+The engine is pure: these classes carry data between the edges (sources, renderers)
+and the rule-driven core. Nothing here reads files, clocks or /proc.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Line:
+    """One input line after decoding and prefix stripping.
+
+    `no` is the 1-based line number in the original file (newline-separated), `time`
+    the timestamp text found in the stripped prefix (or None), `text` the message
+    with the prefix removed. `raw_prefix` keeps what was stripped, for evidence.
+    """
+
+    file: str
+    no: int
+    time: str | None
+    text: str
+    truncated: bool = False
+    kernel: bool = False  # the prefix said this line came from the kernel
+    host: str | None = None  # syslog/journal host field, when the prefix had one
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A line that proves something: where it is and what it says."""
+
+    file: str
+    line: int
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One fingerprint match: `kind` from the rule, captured `fields` from its pattern."""
+
+    kind: str
+    rule: str
+    line: Line
+    fields: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def evidence(self) -> Evidence:
+        return Evidence(self.line.file, self.line.no, self.line.text)
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """A row of the kernel's task table ("Tasks state (memory values in pages)").
+
+    All sizes are in bytes (pages × page size 4096, or the table's own unit)."""
+
+    pid: int
+    tgid: int | None
+    uid: int | None
+    name: str
+    total_vm_bytes: int | None
+    rss_bytes: int | None
+    anon_rss_bytes: int | None
+    file_rss_bytes: int | None
+    shmem_rss_bytes: int | None
+    swap_bytes: int | None
+    oom_score_adj: int | None
+    line: int
+
+
+@dataclass(frozen=True)
+class OomReport:
+    """One kernel OOM-killer report assembled from its many lines.
+
+    `trigger_*` is the task that invoked the OOM killer (often NOT the victim).
+    `victim_*` is the process the kernel actually killed (from "Killed process").
+    `constraint` is "global", "memcg", "cpuset", "mempolicy" or None when unknown.
+    """
+
+    file: str
+    first_line: int
+    last_line: int
+    time: str | None
+    trigger_name: str | None = None
+    trigger_pid: int | None = None
+    gfp_mask: str | None = None
+    order: int | None = None
+    constraint: str | None = None
+    selected_pid: int | None = None  # "Kill process N ... or sacrifice child"
+    selected_name: str | None = None
+    victim_pid: int | None = None
+    victim_name: str | None = None
+    victim_uid: int | None = None
+    total_vm_bytes: int | None = None
+    anon_rss_bytes: int | None = None
+    file_rss_bytes: int | None = None
+    shmem_rss_bytes: int | None = None
+    oom_score_adj: int | None = None
+    oom_memcg: str | None = None  # the cgroup whose limit was hit
+    task_memcg: str | None = None  # the victim's cgroup
+    memcg_usage_bytes: int | None = None
+    memcg_limit_bytes: int | None = None
+    memcg_failcnt: int | None = None
+    memcg_stat: dict[str, int] = field(default_factory=dict)
+    mem_total_bytes: int | None = None
+    free_swap_bytes: int | None = None
+    total_swap_bytes: int | None = None
+    manual: bool = False  # SysRq-f / moom_callback: forced, not real pressure
+    reaped: bool = False  # an oom_reaper line followed for the victim
+    tasks: tuple[TaskRow, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+
+    @property
+    def killed(self) -> bool:
+        return self.victim_pid is not None
+
+
+@dataclass(frozen=True)
+class Victim:
+    pid: int | None
+    name: str | None
+    role: str
+    rank: int | None
+    anon_rss_bytes: int | None
+    file_rss_bytes: int | None
+    shmem_rss_bytes: int | None
+    cgroup: str | None
+    evidence: tuple[Evidence, ...]
+    source: str  # what told us: "kernel", "launcher", "kubernetes", ...
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "name": self.name,
+            "role": self.role,
+            "rank": self.rank,
+            "anon_rss_bytes": self.anon_rss_bytes,
+            "file_rss_bytes": self.file_rss_bytes,
+            "shmem_rss_bytes": self.shmem_rss_bytes,
+            "cgroup": self.cgroup,
+            "source": self.source,
+            "evidence": [e.to_json() for e in self.evidence],
+        }
+
+
+@dataclass(frozen=True)
+class Cause:
+    id: str
+    title: str
+    confidence: float
+    evidence: tuple[Evidence, ...]
+    fix: str
+    confirm: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "confidence": self.confidence,
+            "evidence": [e.to_json() for e in self.evidence],
+            "fix": self.fix,
+            "confirm": self.confirm,
+        }
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """What was read from one input: counts and any limits that were hit."""
+
+    file: str
+    lines: int
+    bytes: int
+    truncated_lines: int = 0
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "lines": self.lines,
+            "bytes": self.bytes,
+            "truncated_lines": self.truncated_lines,
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,131 @@
+"""Who died: victims from kernel reports and from what launchers and orchestrators say.
+
+A kernel report is authoritative for pid, name and sizes. A launcher line (torchrun's
+`failed (exitcode: -9) local_rank: 1 (pid: 4242)`) links a pid to a rank; a DataLoader
+line names worker pids. Both are merged into the kernel victim with the same pid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from oomwatch.engine.model import Event, Evidence, OomReport, Victim
+from oomwatch.engine.roles import TRAINING_ROLES, role_for
+
+# event kinds that name a process that was killed (not merely a failure summary)
+KILLED_KINDS = (
+    "dataloader_worker_killed", "sigkill", "k8s_system_oom", "userspace_oom_kill",
+    "k8s_oomkilled", "docker_oomkilled",
+)  # fmt: skip
+RANK_KINDS = ("sigkill", "launcher_failure")
+WORKER_KINDS = ("dataloader_worker_killed", "dataloader_worker_exited", "bus_error")
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _pids(text: str | None) -> list[int]:
+    """'123' or '123, 456' (DataLoader's `pid(s) 123, 456`)."""
+    if not text:
+        return []
+    return [int(p) for p in text.replace(",", " ").split() if p.isdigit()]
+
+
+def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int]]:
+    """Pids that launchers name as ranks (pid -> rank or local rank), and DataLoader workers."""
+    ranks: dict[int, int | None] = {}
+    workers: set[int] = set()
+    for ev in events:
+        if ev.kind in RANK_KINDS:
+            rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else None
+            if rank is None:
+                rank = _int(ev.fields.get("local_rank"))
+            for pid in _pids(ev.fields.get("pid")):
+                if ranks.get(pid) is None:
+                    ranks[pid] = rank
+        elif ev.kind in WORKER_KINDS:
+            workers.update(_pids(ev.fields.get("pid")))
+    return ranks, workers
+
+
+def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list[Victim]:
+    """Victims, training processes first, then in order of appearance; one per pid."""
+    ranks, workers = linked_pids(events)
+    victims: list[Victim] = []
+    seen: set[tuple[str, int]] = set()
+    for rep in reports:
+        if rep.victim_pid is None or ("kernel", rep.victim_pid) in seen:
+            continue
+        seen.add(("kernel", rep.victim_pid))
+        pid = rep.victim_pid
+        extra = tuple(
+            ev.evidence for ev in events if pid in _pids(ev.fields.get("pid")) and ev.kind in KILLED_KINDS + RANK_KINDS
+        )
+        victims.append(
+            Victim(
+                pid=pid,
+                name=rep.victim_name,
+                role=role_for(rep.victim_name, pid, ranks, workers),
+                rank=ranks.get(pid),
+                anon_rss_bytes=rep.anon_rss_bytes,
+                file_rss_bytes=rep.file_rss_bytes,
+                shmem_rss_bytes=rep.shmem_rss_bytes,
+                cgroup=rep.task_memcg or rep.oom_memcg,
+                evidence=rep.evidence + extra[:3],
+                source="kernel",
+            )
+        )
+    kernel_pids = {pid for _, pid in seen}
+    for ev in events:
+        if ev.kind not in KILLED_KINDS:
+            continue
+        pids = _pids(ev.fields.get("pid")) or [None]  # type: ignore[list-item]
+        for pid in pids:
+            if pid in kernel_pids:
+                continue
+            name = ev.fields.get("name") or ev.fields.get("container")
+            key = (ev.kind, pid if pid is not None else hash(name))
+            if key in seen or (pid is None and name is None):
+                continue
+            seen.add(key)
+            role = "dataloader_worker" if ev.kind == "dataloader_worker_killed" else role_for(name, pid, ranks, workers)
+            rank = ranks.get(pid) if pid is not None else None
+            if rank is None and ev.kind == "sigkill":
+                rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else _int(ev.fields.get("local_rank"))
+                if role == "unknown" and rank is not None:
+                    role = "rank"
+            victims.append(
+                Victim(
+                    pid=pid,
+                    name=name,
+                    role=role,
+                    rank=rank,
+                    anon_rss_bytes=None,
+                    file_rss_bytes=None,
+                    shmem_rss_bytes=None,
+                    cgroup=ev.fields.get("cgroup"),
+                    evidence=(ev.evidence,),
+                    source=_SOURCES.get(ev.kind, "log"),
+                )
+            )
+    order = {id(v): i for i, v in enumerate(victims)}
+    victims.sort(key=lambda v: (v.source != "kernel", v.role not in TRAINING_ROLES, order[id(v)]))
+    return victims
+
+
+_SOURCES = {
+    "dataloader_worker_killed": "pytorch",
+    "sigkill": "launcher",
+    "k8s_system_oom": "kubernetes",
+    "k8s_oomkilled": "kubernetes",
+    "docker_oomkilled": "docker",
+    "userspace_oom_kill": "userspace-oom-killer",
+}
+
+
+def first_evidence(victim: Victim) -> Evidence | None:
+    return victim.evidence[0] if victim.evidence else None

@@ -1,0 +1,138 @@
+"""Render a Diagnosis: text for a person, JSON for machines, Markdown for an issue.
+
+Data in, text out; deterministic (no clock, no terminal queries).
+"""
+
+from __future__ import annotations
+
+import json
+
+from oomwatch.engine.diagnosis import Diagnosis
+from oomwatch.engine.model import Evidence
+from oomwatch.engine.sizes import human
+
+HEADLINES = {
+    "host_oom": "HOST OUT OF MEMORY (kernel OOM killer)",
+    "cgroup_oom": "MEMORY LIMIT HIT (cgroup / container / job limit)",
+    "userspace_oom_kill": "KILLED BY A USERSPACE OOM KILLER",
+    "cuda_oom": "GPU OUT OF MEMORY (CUDA)",
+    "shm_exhausted": "SHARED MEMORY (/dev/shm) EXHAUSTED",
+    "python_memory_error": "PYTHON MemoryError",
+    "swap_thrash": "SWAP EXHAUSTED",
+    "sigkill_unexplained": "KILLED BY SIGKILL, NOT BY THE OOM KILLER AS FAR AS THE LOGS SHOW",
+    "other_crash": "NOT A MEMORY FAILURE (crash or scheduler kill)",
+    "no_oom_evidence": "NO MEMORY FAILURE FOUND",
+}
+MAX_TEXT = 160  # characters of an evidence line shown in text/markdown
+
+
+def render_json(d: Diagnosis) -> str:
+    return json.dumps(d.to_json(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def _headline(d: Diagnosis) -> str:
+    status = "confirmed" if d.confirmed else "not confirmed"
+    return f"{HEADLINES.get(d.verdict, d.verdict)} [{d.verdict}, {status}]"
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def _where(e: Evidence) -> str:
+    return f"{e.file}:{e.line}"
+
+
+def _victim_rows(d: Diagnosis) -> list[list[str]]:
+    rows = []
+    for v in d.victims:
+        rows.append(
+            [
+                str(v.pid) if v.pid is not None else "-",
+                v.name or "-",
+                v.role,
+                str(v.rank) if v.rank is not None else "-",
+                human(v.anon_rss_bytes),
+                human(v.file_rss_bytes),
+                human(v.shmem_rss_bytes),
+                v.cgroup or "-",
+                v.source,
+            ]
+        )
+    return rows
+
+
+VICTIM_HEADER = [
+    "pid",
+    "name",
+    "role",
+    "rank",
+    "anon-rss",
+    "file-rss",
+    "shmem-rss",
+    "cgroup",
+    "from",
+]
+
+
+def render_text(d: Diagnosis) -> str:
+    out = [_headline(d), "", d.summary, ""]
+    if d.victims:
+        rows = [VICTIM_HEADER, *_victim_rows(d)]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(VICTIM_HEADER))]
+        out.append("Victims:")
+        for r in rows:
+            out.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip())
+        out.append("")
+    if d.evidence:
+        out.append("Evidence:")
+        out.extend(f"  {_where(e)}: {_clip(e.text)}" for e in d.evidence)
+        out.append("")
+    if d.causes:
+        out.append("Causes:")
+        for c in d.causes:
+            out.append(f"  {c.title} [{c.id}, confidence {c.confidence:.2f}]")
+            out.append(f"    fix: {c.fix}")
+        out.append("")
+    if d.notes:
+        out.append("Notes:")
+        out.extend(f"  - {n}" for n in d.notes)
+        out.append("")
+    if d.next_steps:
+        out.append("Next steps:")
+        out.extend(f"  - {s}" for s in d.next_steps)
+        out.append("")
+    read = ", ".join(f"{i.file} ({i.lines} lines)" for i in d.inputs)
+    out.append(f"Read: {read}")
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(d: Diagnosis) -> str:
+    out = [f"### oomwatch: {_headline(d)}", "", d.summary, ""]
+    if d.victims:
+        out.append("| " + " | ".join(VICTIM_HEADER) + " |")
+        out.append("|" + "---|" * len(VICTIM_HEADER))
+        for r in _victim_rows(d):
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
+        out.append("")
+    if d.evidence:
+        out.append("<details><summary>Evidence</summary>")
+        out.append("")
+        out.append("```")
+        out.extend(f"{_where(e)}: {_clip(e.text)}" for e in d.evidence)
+        out.append("```")
+        out.append("</details>")
+        out.append("")
+    if d.notes:
+        out.extend(f"> {n}" for n in d.notes)
+        out.append("")
+    if d.next_steps:
+        out.append("**Next steps**")
+        out.append("")
+        out.extend(f"- {s}" for s in d.next_steps)
+        out.append("")
+    out.append(f"_Read: {', '.join(f'`{i.file}` ({i.lines} lines)' for i in d.inputs)}_")
+    return "\n".join(out) + "\n"
+
+
+RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}

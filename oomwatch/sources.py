@@ -1,0 +1,94 @@
+"""Open inputs (files, `-` for stdin, gzip by content) and read them as bounded chunks.
+
+The only I/O of `diagnose`; everything after this is pure. A missing or unreadable file is
+an InputError with a one-line message.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from oomwatch.errors import InputError
+
+CHUNK = 8 << 20  # bytes per read: large enough for the prefilter to run at full speed
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def display_name(path: str) -> str:
+    return "<stdin>" if path == "-" else path
+
+
+def input_size(path: str) -> int | None:
+    """Size on disk (None for stdin or pipes); used to decide whether to show progress."""
+    if path == "-":
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size if os.path.isfile(path) else None
+
+
+def read_chunks(path: str, chunk_size: int = CHUNK) -> Iterator[bytes]:
+    """Yield the input's bytes (decompressed when gzip) in chunks of at most chunk_size."""
+    raw = _open(path)
+    try:
+        head = raw.read(2) if hasattr(raw, "read") else b""
+        stream: BinaryIO
+        if head == GZIP_MAGIC:
+            rest = raw.read()  # gzip needs a seekable or whole stream for stdin
+            stream = gzip.GzipFile(fileobj=_Prepend(head + rest))  # type: ignore[arg-type]
+            head = b""
+        else:
+            stream = raw
+        if head:
+            yield head
+        while True:
+            try:
+                data = stream.read(chunk_size)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise InputError(f"{display_name(path)}: cannot read: {_reason(exc)}") from exc
+            if not data:
+                return
+            yield data
+    finally:
+        if raw is not sys.stdin.buffer:
+            raw.close()
+
+
+def _open(path: str) -> BinaryIO:
+    if path == "-":
+        return sys.stdin.buffer
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory, not a log file")
+    try:
+        return open(path, "rb")  # noqa: SIM115 - closed by read_chunks
+    except FileNotFoundError as exc:
+        raise InputError(f"{path}: no such file") from exc
+    except PermissionError as exc:
+        raise InputError(f"{path}: permission denied") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open: {_reason(exc)}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+class _Prepend:
+    """A minimal file object over bytes already read (gzip reads it sequentially)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = memoryview(data)
+        self._pos = 0
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self._data) if n is None or n < 0 else self._pos + n
+        out = bytes(self._data[self._pos : end])
+        self._pos += len(out)
+        return out
