@@ -11,7 +11,7 @@ from collections.abc import Collection
 # `pt_main_thread` (torch.multiprocessing._set_thread_name); the kernel shows these as comm.
 WORKER_COMMS = frozenset({"pt_data_worker"})
 RANK_COMMS = frozenset({"pt_main_thread"})
-LAUNCHER_COMMS = frozenset({"torchrun", "deepspeed", "accelerate", "torch.distribu", "mpirun", "srun"})
+LAUNCHER_COMMS = frozenset({"pt_elastic", "torchrun", "deepspeed", "accelerate", "torch.distribu", "mpirun", "srun"})
 PYTHON_PREFIXES = ("python", "pt_", "ray::", "ipykernel", "jupyter")
 TRAINING_ROLES = frozenset({"launcher", "rank", "dataloader_worker", "manager"})
 

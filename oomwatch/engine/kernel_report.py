@@ -1,0 +1,400 @@
+"""Assemble kernel OOM-killer reports from log lines (pure, no I/O).
+
+A kernel OOM report is many lines: a header (`X invoked oom-killer: ...`), a call
+trace, Mem-Info or memory-cgroup usage, a task table, a summary
+(`oom-kill:constraint=...`, 4.19+), the kill (`Killed process N (name) ...`) and
+maybe an `oom_reaper:` line. Most of these lines carry none of `KERNEL_ANCHORS`.
+
+The caller (a fast scanner) feeds `KernelReportAssembler.feed` every line that
+contains an anchor and, while `wants_more()` is True, every line after it. A
+report stays open until a few lines after its kill line (`grace`), until
+`max_idle` lines in a row did not look like part of it, or after `max_lines`
+lines in all, so a cut-off report never makes the caller read the rest of a
+large file. One report is open per (file, host): syslog from several hosts can
+interleave. `finish()` closes everything and returns `OomReport`s in order of
+their first line. Odd input never raises; unknown fields stay None.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+
+from oomwatch.engine import kernel_lines as kl
+from oomwatch.engine.model import Evidence, Line, OomReport, TaskRow
+
+__all__ = ["KERNEL_ANCHORS", "KernelReportAssembler", "assemble_kernel_reports", "has_anchor"]
+
+KERNEL_ANCHORS: tuple[str, ...] = (
+    "invoked oom-killer",
+    "oom-kill:constraint=",
+    "Killed process",
+    "Kill process",
+    "kill process",  # 2.6.32: "Out of memory: kill process N (x) score S or a child"
+    "Memory cgroup out of memory",
+    "Out of memory",
+    "Out of Memory",  # 2.6.2x: "Out of Memory: Kill process ..."
+    "No available memory",  # 2.6.2x mempolicy/cpuset kills
+    "oom_reaper",
+    "killed as a result of limit of",
+)
+
+_MAX_TEXT = 4096  # printk lines are < 1 KiB; longer text is cut before matching
+_RSYSLOG_NEWLINE = "#012"  # rsyslog escapes the newlines of multi-line records
+_RECENT = 8  # closed reports per (file, host) kept for late reaper/kill lines
+_REOPEN_WITHIN = 100  # a late kill line may still join a report closed this many lines ago
+
+_Key = tuple[str, str | None]
+
+
+def has_anchor(text: str) -> bool:
+    """True if the text contains one of `KERNEL_ANCHORS`."""
+    return any(a in text for a in KERNEL_ANCHORS)
+
+
+@dataclass
+class _Draft:
+    """A report being assembled; mutable twin of `OomReport` plus parser state."""
+
+    key: _Key
+    seq: int
+    first_line: int
+    last_line: int
+    time: str | None
+    trigger_name: str | None = None
+    trigger_pid: int | None = None
+    gfp_mask: str | None = None
+    order: int | None = None
+    constraint: str | None = None
+    constraint_rank: int = 0  # 1 kill message, 2 cgroup v1 "Task in", 3 summary line
+    selected_pid: int | None = None
+    selected_name: str | None = None
+    victim_pid: int | None = None
+    victim_name: str | None = None
+    victim_uid: int | None = None
+    total_vm_bytes: int | None = None
+    anon_rss_bytes: int | None = None
+    file_rss_bytes: int | None = None
+    shmem_rss_bytes: int | None = None
+    oom_score_adj: int | None = None
+    oom_memcg: str | None = None
+    task_memcg: str | None = None
+    memcg_usage_bytes: int | None = None
+    memcg_limit_bytes: int | None = None
+    memcg_failcnt: int | None = None
+    memcg_stat: dict[str, int] = field(default_factory=dict)
+    mem_total_bytes: int | None = None
+    free_swap_bytes: int | None = None
+    total_swap_bytes: int | None = None
+    manual: bool = False
+    reaped: bool = False
+    tasks: list[TaskRow] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    # parser state
+    has_header: bool = False
+    has_summary: bool = False
+    has_selection: bool = False
+    has_killed: bool = False
+    columns: tuple[str, ...] | None = None
+    stats_seen: bool = False
+    in_stats: bool = False
+    grace_left: int | None = None  # same-host lines left once the kill was seen
+    idle: int = 0  # lines in a row not attributed to this report
+    lines: int = 0  # lines fed while open
+
+    def set_constraint(self, value: str | None, rank: int) -> None:
+        if value is not None and rank > self.constraint_rank:
+            self.constraint, self.constraint_rank = value, rank
+
+    def add_evidence(self, line: Line) -> None:
+        ev = Evidence(line.file, line.no, line.text)
+        if not self.evidence or self.evidence[-1] != ev:
+            self.evidence.append(ev)
+
+    def build(self) -> OomReport:
+        row = next((t for t in self.tasks if t.pid == self.victim_pid), None)
+        if row is not None:  # fill what the kill line did not say from the task table
+            self.victim_uid = _first(self.victim_uid, row.uid)
+            self.oom_score_adj = _first(self.oom_score_adj, row.oom_score_adj)
+            self.total_vm_bytes = _first(self.total_vm_bytes, row.total_vm_bytes)
+            self.anon_rss_bytes = _first(self.anon_rss_bytes, row.anon_rss_bytes)
+            self.file_rss_bytes = _first(self.file_rss_bytes, row.file_rss_bytes)
+            self.shmem_rss_bytes = _first(self.shmem_rss_bytes, row.shmem_rss_bytes)
+        values = {f.name: getattr(self, f.name) for f in fields(OomReport) if hasattr(self, f.name)}
+        values.update(
+            file=self.key[0],
+            manual=self.manual or self.order == -1,
+            memcg_stat=dict(self.memcg_stat),
+            tasks=tuple(self.tasks),
+            evidence=tuple(self.evidence),
+        )
+        return OomReport(**values)
+
+
+def _first(a: int | None, b: int | None) -> int | None:
+    return a if a is not None else b
+
+
+class KernelReportAssembler:
+    """Turns the lines of kernel OOM-killer reports into `OomReport`s.
+
+    `grace`: same-host lines a report stays open after its kill line (for a
+    following `Killed process` / `oom_reaper` line). `max_idle`: lines in a row
+    that do not look like report lines before a report is closed. `max_lines`:
+    lines a report may span at most (task tables of big hosts are long).
+    """
+
+    def __init__(self, grace: int = 5, max_idle: int = 300, max_lines: int = 50_000) -> None:
+        self._grace = grace
+        self._max_idle = max_idle
+        self._max_lines = max_lines
+        self._open: dict[_Key, _Draft] = {}
+        self._recent: dict[_Key, deque[_Draft]] = {}
+        self._all: list[_Draft] = []
+
+    # --- public API ----------------------------------------------------------------
+
+    def feed(self, line: Line) -> None:
+        """Take one line (prefix already stripped)."""
+        key: _Key = (line.file, line.host)
+        text = line.text[:_MAX_TEXT]
+        segments = text.split(_RSYSLOG_NEWLINE) if _RSYSLOG_NEWLINE in text else [text]
+        hit: _Draft | None = None
+        for segment in segments:
+            try:
+                hit = self._handle(line, segment.strip(), key) or hit
+            except (ValueError, IndexError, OverflowError):  # pragma: no cover - defensive
+                continue
+        if hit is not None:
+            hit.last_line = max(hit.last_line, line.no)
+        self._tick(key, hit)
+
+    def wants_more(self) -> bool:
+        """True while a report is open and the following lines may belong to it."""
+        return bool(self._open)
+
+    def finish(self) -> list[OomReport]:
+        """Close every open report; all reports in order of their first line."""
+        for key in list(self._open):
+            self._close(key)
+        return [d.build() for d in sorted(self._all, key=lambda d: d.seq)]
+
+    # --- report lifecycle ----------------------------------------------------------
+
+    def _start(self, line: Line, key: _Key) -> _Draft:
+        if key in self._open:
+            self._close(key)
+        draft = _Draft(key, len(self._all), line.no, line.no, line.time)
+        self._all.append(draft)
+        self._open[key] = draft
+        return draft
+
+    def _close(self, key: _Key) -> None:
+        draft = self._open.pop(key, None)
+        if draft is not None:
+            self._recent.setdefault(key, deque(maxlen=_RECENT)).append(draft)
+
+    def _reopen(self, line: Line, key: _Key, pid: int | None, need: str) -> _Draft | None:
+        """The report closed just before `line` that a late kill/selection line belongs to."""
+        recent = self._recent.get(key)
+        if not recent or key in self._open:
+            return None
+        draft = recent[-1]
+        if draft.has_killed or getattr(draft, need) or line.no - draft.last_line > _REOPEN_WITHIN:
+            return None
+        if pid is not None and pid not in (draft.victim_pid, draft.selected_pid):
+            return None
+        recent.pop()
+        self._open[key] = draft
+        return draft
+
+    def _tick(self, key: _Key, hit: _Draft | None) -> None:
+        for k, draft in list(self._open.items()):
+            draft.lines += 1
+            draft.idle = 0 if draft is hit else draft.idle + 1
+            if k == key and draft.grace_left is not None:
+                draft.grace_left -= 1
+            if (
+                (draft.grace_left is not None and draft.grace_left <= 0)
+                or draft.idle >= self._max_idle
+                or draft.lines >= self._max_lines
+            ):
+                self._close(k)
+
+    def _killed(self, draft: _Draft) -> None:
+        draft.grace_left = self._grace + 1  # this line's tick takes one
+
+    # --- per line ------------------------------------------------------------------
+
+    def _handle(self, line: Line, s: str, key: _Key) -> _Draft | None:
+        if not s:
+            return None
+        cur = self._open.get(key)
+        if cur is not None and cur.in_stats:
+            stat = kl.parse_stat_line(s)
+            if stat is not None:
+                cur.memcg_stat.setdefault(stat[0], stat[1])
+                return cur
+            cur.in_stats = False
+
+        if "invoked oom-killer" in s:
+            header = kl.parse_header(s)
+            if header is not None:
+                draft = self._start(line, key)
+                draft.has_header = True
+                draft.trigger_name = header.comm
+                draft.gfp_mask = header.gfp_mask
+                draft.order = header.order
+                draft.add_evidence(line)
+                return draft
+        if "oom-kill:" in s:
+            summary = kl.parse_summary(s)
+            if summary is not None:
+                return self._on_summary(line, key, summary)
+        if "Killed process" in s:
+            kill = kl.parse_kill(s)
+            if kill is not None:
+                return self._on_kill(line, key, kill)
+        if "ill process" in s:
+            selection = kl.parse_selection(s)
+            if selection is not None:
+                return self._on_selection(line, key, selection)
+        if s.startswith("oom_reaper:"):
+            reaper = kl.parse_reaper(s)
+            if reaper is not None:
+                return self._on_reaper(line, key, reaper)
+        if "killed as a result of limit of" in s:
+            task_in = kl.parse_memcg_task_in(s)
+            if task_in is not None:
+                if cur is None or cur.has_killed or cur.has_summary:
+                    cur = self._start(line, key)
+                cur.task_memcg, cur.oom_memcg = task_in
+                cur.set_constraint("memcg", 2)
+                cur.add_evidence(line)
+                return cur
+        if cur is None:
+            return None
+        return self._on_body(line, s, cur)
+
+    def _on_summary(self, line: Line, key: _Key, summary: kl.Summary) -> _Draft:
+        cur = self._open.get(key)
+        if cur is None or cur.has_summary or cur.has_killed:
+            cur = self._start(line, key)
+        cur.has_summary = True
+        cur.set_constraint(summary.constraint, 3)
+        cur.oom_memcg = summary.oom_memcg or cur.oom_memcg
+        cur.task_memcg = summary.task_memcg or cur.task_memcg
+        cur.victim_pid = summary.pid
+        cur.victim_name = summary.task
+        cur.victim_uid = summary.uid
+        cur.add_evidence(line)
+        self._killed(cur)
+        return cur
+
+    def _on_selection(self, line: Line, key: _Key, sel: kl.Selection) -> _Draft:
+        cur = self._open.get(key)
+        if cur is not None and (cur.has_selection or cur.has_killed):
+            cur = None
+        if cur is None:
+            cur = self._reopen(line, key, None, "has_selection") or self._start(line, key)
+        cur.has_selection = True
+        cur.selected_pid = sel.pid
+        cur.selected_name = sel.comm
+        cur.set_constraint(kl.constraint_from_message(sel.message), 1)
+        cur.add_evidence(line)
+        self._killed(cur)
+        return cur
+
+    def _on_kill(self, line: Line, key: _Key, kill: kl.KillLine) -> _Draft:
+        cur = self._open.get(key)
+        if cur is not None and cur.has_killed:
+            if kill.pid == cur.victim_pid:  # the same kill said twice
+                cur.add_evidence(line)
+                return cur
+            cur = None
+        if cur is None:
+            cur = self._reopen(line, key, kill.pid, "has_killed") or self._start(line, key)
+        same_task = kill.pid == cur.victim_pid  # the summary named the same task
+        cur.has_killed = True
+        cur.victim_pid = kill.pid
+        cur.victim_name = kill.comm
+        cur.victim_uid = _first(kill.uid, cur.victim_uid if same_task else None)
+        cur.total_vm_bytes = kill.total_vm_bytes
+        cur.anon_rss_bytes = kill.anon_rss_bytes
+        cur.file_rss_bytes = kill.file_rss_bytes
+        cur.shmem_rss_bytes = kill.shmem_rss_bytes
+        cur.oom_score_adj = kill.oom_score_adj
+        cur.set_constraint(kl.constraint_from_message(kill.message), 1)
+        cur.add_evidence(line)
+        self._killed(cur)
+        return cur
+
+    def _on_reaper(self, line: Line, key: _Key, reaper: kl.Reaper) -> _Draft | None:
+        candidates: list[_Draft] = []
+        if key in self._open:
+            candidates.append(self._open[key])
+        candidates.extend(reversed(self._recent.get(key, ())))
+        for draft in candidates:
+            if draft.victim_pid is not None and draft.victim_pid == reaper.pid:
+                draft.reaped = draft.reaped or reaper.reaped
+                draft.add_evidence(line)
+                draft.last_line = max(draft.last_line, line.no)
+                return draft if draft is self._open.get(key) else None
+        return None
+
+    def _on_body(self, line: Line, s: str, cur: _Draft) -> _Draft | None:
+        """A line inside an open report: trace, Mem-Info, memcg info, task table."""
+        if cur.columns is not None and s[:1] == "[":
+            row = kl.parse_task_row(s, cur.columns, line.no)
+            if row is not None:
+                cur.tasks.append(row)
+                return cur
+        if s[:1] == "[":
+            columns = kl.parse_table_header(s)
+            if columns is not None:
+                cur.columns = columns
+                return cur
+        if cur.has_header and cur.trigger_pid is None and not cur.has_killed:
+            pid = kl.parse_cpu_pid(s)
+            if pid is not None:
+                cur.trigger_pid = pid
+                return cur
+        if "moom_callback" in s:
+            cur.manual = True
+            if s.startswith("Workqueue:"):
+                cur.add_evidence(line)
+            return cur
+        if s.startswith("memory: usage") and cur.memcg_usage_bytes is None:
+            usage = kl.parse_memcg_usage(s)
+            if usage is not None:
+                cur.memcg_usage_bytes = usage.usage_bytes
+                cur.memcg_limit_bytes = usage.limit_bytes
+                cur.memcg_failcnt = usage.failcnt
+                cur.add_evidence(line)
+                return cur
+        if s.startswith("Memory cgroup stats for "):
+            stats = kl.parse_stats_header(s)
+            if stats is not None and not cur.stats_seen:
+                cur.stats_seen = True
+                cur.memcg_stat.update(stats[1])
+                cur.in_stats = not stats[1]
+            return cur
+        meminfo = kl.parse_meminfo(s)
+        if meminfo is not None:
+            setattr(cur, meminfo[0], meminfo[1])
+            return cur
+        if "no killable processes" in s:
+            cur.add_evidence(line)
+            return cur
+        return cur if kl.is_report_shaped(s) else None
+
+
+def assemble_kernel_reports(lines: Iterable[Line]) -> list[OomReport]:
+    """Run an assembler over `lines` the way the scanner does: feed a line when it
+    holds an anchor or while the assembler wants more."""
+    assembler = KernelReportAssembler()
+    for line in lines:
+        if assembler.wants_more() or has_anchor(line.text):
+            assembler.feed(line)
+    return assembler.finish()
