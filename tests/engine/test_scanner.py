@@ -1,0 +1,80 @@
+"""The scanner on bytes: line numbers survive, every prefilter backend agrees, hostile
+input is bounded. No files: chunks are given directly (the engine does no I/O)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oomwatch.engine.loader import load_rules
+from oomwatch.engine.prefilter import available_backends
+from oomwatch.engine.scanner import Scanner
+
+RULES = load_rules()
+WORKER = b"RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. "
+KILLED = b"Out of memory: Killed process 4242 (pt_data_worker) total-vm:100kB, anon-rss:2048kB, file-rss:4kB, shmem-rss:0kB"
+
+
+def _scan(data: bytes, chunk: int = 1 << 20, backend: str | None = None, max_line: int | None = None):
+    scanner = Scanner(RULES, backend=backend) if max_line is None else Scanner(RULES, backend=backend, max_line=max_line)
+    chunks = [data[i : i + chunk] for i in range(0, len(data), chunk)]
+    return scanner.scan("t.log", chunks)
+
+
+def _log() -> bytes:
+    lines = [b"step %d loss 0.5" % i for i in range(1000)]
+    lines[500] = WORKER
+    lines[700] = b"[ 1234.567890] " + KILLED
+    return b"\n".join(lines) + b"\n"
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 4096, 1 << 20])
+def test_line_numbers_survive_any_chunking(chunk: int) -> None:
+    result = _scan(_log(), chunk=chunk)
+    assert [(e.kind, e.line.no) for e in result.events] == [("dataloader_worker_killed", 501)]
+    assert [(r.victim_pid, r.last_line) for r in result.reports] == [(4242, 701)]
+    assert result.info is not None and result.info.lines == 1000
+
+
+@pytest.mark.parametrize("backend", available_backends())
+def test_backends_agree(backend: str) -> None:
+    base = _scan(_log(), backend="re")
+    other = _scan(_log(), backend=backend)
+    assert [(e.rule, e.line.no, e.fields) for e in other.events] == [(e.rule, e.line.no, e.fields) for e in base.events]
+    assert other.reports == base.reports
+
+
+def test_crlf_nul_ansi_and_carriage_return_runs() -> None:
+    data = (
+        b"epoch 1\r\n"
+        b"\x1b[31m" + WORKER + b"\x1b[0m\r\n"
+        b" 10%|#  | 1/10\r 20%|## | 2/10\r" + WORKER.replace(b"4242", b"4343") + b"\r\n"
+        b"\x00\x00bin\xff\xfeary\n"
+    )
+    result = _scan(data)
+    assert [(e.line.no, e.fields["pid"]) for e in result.events] == [(2, "4242"), (3, "4343")]
+    assert result.events[0].line.text.startswith("RuntimeError")
+
+
+def test_no_trailing_newline_and_empty_input() -> None:
+    result = _scan(WORKER)
+    assert [e.line.no for e in result.events] == [1]
+    empty = _scan(b"")
+    assert empty.events == [] and empty.info is not None and empty.info.lines == 0
+
+
+def test_overlong_line_is_cut_counted_and_said() -> None:
+    long_line = b"x" * 5000 + WORKER + b"y" * 5000
+    data = b"first\n" + long_line + b"\n" + WORKER + b"\n"
+    result = _scan(data, chunk=1024, max_line=2048)
+    # the long line's anchor lies past the cut: only the last line is seen, numbered right
+    assert [e.line.no for e in result.events] == [3]
+    assert result.info is not None and result.info.truncated_lines == 1
+    assert any("longer than 2048 bytes" in n for n in result.notes)
+
+
+def test_cut_off_kernel_report_does_not_swallow_the_rest() -> None:
+    head = b"[ 1.000000] python invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0\n"
+    body = b"".join(b"step %d loss 0.1\n" % i for i in range(5000))
+    result = _scan(head + body + WORKER + b"\n")
+    assert len(result.reports) == 1 and result.reports[0].victim_pid is None
+    assert [e.line.no for e in result.events] == [5002]
