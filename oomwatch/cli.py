@@ -63,7 +63,8 @@ def _progress(path: str) -> Iterator[Callable[[int], None] | None]:
 @click.option(
     "--rules", "rules_dirs", multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="A directory of extra rules (same layout as the built-in rules/); a rule with the same id or name replaces the built-in one. Repeatable.",
+    help="A directory of extra rules (same layout as the built-in rules/); a rule with the "
+    "same id or name replaces the built-in one. Repeatable.",
 )  # fmt: skip
 @click.option("--backend", type=click.Choice(["hyperscan", "re2", "re"]), default=None, hidden=True)
 def diagnose_cmd(logs: tuple[str, ...], fmt: str, rules_dirs: tuple[Path, ...], backend: str | None) -> None:

@@ -41,8 +41,7 @@ def read_chunks(path: str, chunk_size: int = CHUNK) -> Iterator[bytes]:
         head = raw.read(2) if hasattr(raw, "read") else b""
         stream: BinaryIO
         if head == GZIP_MAGIC:
-            rest = raw.read()  # gzip needs a seekable or whole stream for stdin
-            stream = gzip.GzipFile(fileobj=_Prepend(head + rest))  # type: ignore[arg-type]
+            stream = gzip.GzipFile(mode="rb", fileobj=_Prepend(head, raw))  # type: ignore[call-overload]
             head = b""
         else:
             stream = raw
@@ -81,14 +80,17 @@ def _reason(exc: BaseException) -> str:
 
 
 class _Prepend:
-    """A minimal file object over bytes already read (gzip reads it sequentially)."""
+    """A read-only stream: bytes already read (the magic), then the rest of `raw`."""
 
-    def __init__(self, data: bytes) -> None:
-        self._data = memoryview(data)
-        self._pos = 0
+    def __init__(self, head: bytes, raw: BinaryIO) -> None:
+        self._head = head
+        self._raw = raw
 
     def read(self, n: int = -1) -> bytes:
-        end = len(self._data) if n is None or n < 0 else self._pos + n
-        out = bytes(self._data[self._pos : end])
-        self._pos += len(out)
-        return out
+        if not self._head:
+            return self._raw.read(n)
+        if n is None or n < 0:
+            out, self._head = self._head + self._raw.read(), b""
+            return out
+        out, self._head = self._head[:n], self._head[n:]
+        return out if len(out) == n else out + self._raw.read(n - len(out))

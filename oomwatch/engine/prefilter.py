@@ -12,18 +12,22 @@ test compares them.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Protocol
 
-try:  # Linux x86_64 wheels
-    import hyperscan as _hs
-except ImportError:  # pragma: no cover - depends on the platform
-    _hs = None
-try:
-    import re2 as _re2
-except ImportError:  # pragma: no cover - depends on the platform
-    _re2 = None
+
+def _optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # pragma: no cover - depends on the platform
+        return None
+
+
+_hs = _optional("hyperscan")  # Linux x86_64 wheels
+_re2 = _optional("re2")  # google-re2: wheels for most platforms
 
 
 class Prefilter(Protocol):

@@ -15,7 +15,7 @@ from oomwatch.engine.roles import TRAINING_ROLES, role_for
 # event kinds that name a process that was killed (not merely a failure summary)
 KILLED_KINDS = (
     "dataloader_worker_killed", "sigkill", "k8s_system_oom", "userspace_oom_kill",
-    "k8s_oomkilled", "docker_oomkilled",
+    "k8s_oomkilled", "docker_oomkilled", "shell_killed", "exit_137",
 )  # fmt: skip
 RANK_KINDS = ("sigkill", "launcher_failure")
 WORKER_KINDS = ("dataloader_worker_killed", "dataloader_worker_exited", "bus_error")
@@ -124,6 +124,8 @@ _SOURCES = {
     "k8s_oomkilled": "kubernetes",
     "docker_oomkilled": "docker",
     "userspace_oom_kill": "userspace-oom-killer",
+    "shell_killed": "shell",
+    "exit_137": "log",
 }
 
 
