@@ -158,9 +158,10 @@ def parse_selection(text: str) -> Selection | None:
 
 _KILLED = re.compile(
     r"^(?:(?P<msg>.*?): )?Killed process (?P<pid>\d+)(?::#\d+)?(?:, UID (?P<uid>\d+),)?"
-    r" \((?P<comm>.*)\)(?P<rest>.*)$"
+    r"(?: \((?P<comm>.*)\)(?P<rest>.*)| \(?[^)]*)?$"  # the line may be cut inside the name
 )
-_KB_FIELD = re.compile(r"(?P<key>total-vm|vsz|anon-rss|file-rss|shmem-rss|pgtables):(?P<v>\d+)kB")
+# sizes; some pastes group thousands with commas ("anon-rss:153,700,88kB") or wrap before "kB"
+_KB_FIELD = re.compile(r"(?P<key>total-vm|vsz|anon-rss|file-rss|shmem-rss|pgtables):(?P<v>\d[\d,]*)\s*kB")
 _UID_FIELD = re.compile(r"\bUID:(?P<v>\d+)")
 _ADJ_FIELD = re.compile(r"\boom_score_adj:(?P<v>-?\d+)")
 
@@ -169,7 +170,7 @@ _ADJ_FIELD = re.compile(r"\boom_score_adj:(?P<v>-?\d+)")
 class KillLine:
     message: str | None
     pid: int | None
-    comm: str
+    comm: str | None  # None when the line was cut before the name ended
     uid: int | None
     total_vm_bytes: int | None
     anon_rss_bytes: int | None
@@ -183,8 +184,8 @@ def parse_kill(text: str) -> KillLine | None:
     m = _KILLED.match(text)
     if m is None:
         return None
-    rest = m.group("rest")
-    sizes = {f.group("key"): f.group("v") for f in _KB_FIELD.finditer(rest)}
+    rest = m.group("rest") or ""
+    sizes = {f.group("key"): f.group("v").replace(",", "") for f in _KB_FIELD.finditer(rest)}
     uid = _UID_FIELD.search(rest)
     adj = _ADJ_FIELD.search(rest)
     return KillLine(

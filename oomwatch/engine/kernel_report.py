@@ -115,6 +115,7 @@ class _Draft:
     def build(self) -> OomReport:
         row = next((t for t in self.tasks if t.pid == self.victim_pid), None)
         if row is not None:  # fill what the kill line did not say from the task table
+            self.victim_name = self.victim_name if self.victim_name is not None else row.name
             self.victim_uid = _first(self.victim_uid, row.uid)
             self.oom_score_adj = _first(self.oom_score_adj, row.oom_score_adj)
             self.total_vm_bytes = _first(self.total_vm_bytes, row.total_vm_bytes)
@@ -318,7 +319,7 @@ class KernelReportAssembler:
         same_task = kill.pid == cur.victim_pid  # the summary named the same task
         cur.has_killed = True
         cur.victim_pid = kill.pid
-        cur.victim_name = kill.comm
+        cur.victim_name = kill.comm if kill.comm is not None or not same_task else cur.victim_name
         cur.victim_uid = _first(kill.uid, cur.victim_uid if same_task else None)
         cur.total_vm_bytes = kill.total_vm_bytes
         cur.anon_rss_bytes = kill.anon_rss_bytes

@@ -78,6 +78,8 @@ _BSD = re.compile(r"([^\W\d_]{2,6}\.?|\d{1,2}[月월]) +(\d{1,2}) (\d\d:\d\d:\d\
 _KMSG = re.compile(r"\d{1,4},\d+,(\d+),[^;,]*(?:,[^;]*)?;")
 _KMSG_DICT = re.compile(r" [A-Z][A-Z0-9_]*=")
 _PRIO = re.compile(r"<\d{1,3}>")
+# a dmesg stamp whose "[" was lost when the paste was cut ("5193605.506728] Task in ...")
+_DMESG_CUT = re.compile(r"\s*(\d+\.\d{6})\] ")
 _DMESG_X = re.compile(
     r"(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])"
     r" *:(emerg|alert|crit|err|warn|notice|info|debug) *: ?"
@@ -141,6 +143,9 @@ def _strip_one(text: str) -> _Step | None:
             return m.group(1), text[m.end() :], True, None
         if "月" in text[1:3] or "월" in text[1:3]:
             return _after_bsd(text)
+        m = _DMESG_CUT.match(text)
+        if m:
+            return m.group(1), text[m.end() :], True, None
         return None
     if c == "<":
         m = _PRIO.match(text)

@@ -113,7 +113,8 @@ def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list
                 )
             )
     order = {id(v): i for i, v in enumerate(victims)}
-    victims.sort(key=lambda v: (v.source != "kernel", v.role not in TRAINING_ROLES, order[id(v)]))
+    # a kill that freed no anonymous memory (a sacrificed child) is rarely the one that mattered
+    victims.sort(key=lambda v: (v.source != "kernel", v.role not in TRAINING_ROLES, v.anon_rss_bytes == 0, order[id(v)]))
     return victims
 
 
