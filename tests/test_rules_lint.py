@@ -67,10 +67,10 @@ def test_lint_reports_every_error_with_file_and_line(tmp_path: Path) -> None:
     assert r.returncode == 5
     err = r.stderr.decode()
     assert "broken.yaml:2: pattern does not compile" in err
-    assert "broken.yaml:10: unknown event kind 'not_a_kind'" in err
-    assert "broken.yaml:17: OW-F-9003 example_without_anchor: match example contains none of the anchors" in err
+    assert "broken.yaml:9: unknown event kind 'not_a_kind'" in err
+    assert "broken.yaml:16: OW-F-9003 example_without_anchor: match example contains none of the anchors" in err
     assert "no_match example matches" in err
-    assert "broken.yaml:24: missing required key 'description'" in err
+    assert "broken.yaml:23: missing required key 'description'" in err
     assert "verdicts.yaml:2: OW-V-9001: unknown fact 'no.such.fact'" in err
     assert "Traceback" not in err
 
@@ -126,7 +126,9 @@ def test_rules_dir_overrides_a_verdict_by_id(tmp_path: Path) -> None:
         "verdicts:\n  - id: OW-V-001\n    verdict: host_oom\n    confirmed: true\n"
         "    when: {fact: kernel.global_kills, gt: 0}\n    summary: SITE TEXT {victim}\n",
     )
-    r = run_oomwatch("diagnose", "--format", "json", "--rules", str(tmp_path), str(ROOT / "tests/fixtures/kernel/k-002.log"))
+    r = run_oomwatch(
+        "diagnose", "--format", "json", "--rules", str(tmp_path), str(ROOT / "tests/fixtures/kernel/k-002.log")
+    )
     assert json.loads(r.stdout)["summary"].startswith("SITE TEXT pid 1532")
 
 

@@ -79,6 +79,27 @@ def _notes(facts: dict, reports: Sequence[OomReport], events: Sequence[Event], v
             "The kernel killed a process before any CUDA out-of-memory error: host RAM ran out "
             "first; the later GPU error is a consequence or unrelated, and GPU playbooks will not help."
         )
+    killed = [r for r in reports if r.killed]
+    first = killed[0] if killed else None
+    if (
+        first is not None
+        and first.trigger_name
+        and (
+            first.trigger_pid != first.victim_pid
+            if first.trigger_pid is not None
+            else first.trigger_name != first.victim_name
+        )
+    ):
+        who = f"{first.trigger_name}" + (f" (pid {first.trigger_pid})" if first.trigger_pid is not None else "")
+        notes.append(
+            f"The OOM killer was invoked by {who}, but it killed pid {first.victim_pid} ({first.victim_name}): "
+            "the trigger only asked for memory last; the victim is the process the kernel chose to free the most."
+        )
+    if first is not None and first.selected_pid is not None and first.selected_pid != first.victim_pid:
+        notes.append(
+            f"The kernel selected pid {first.selected_pid} ({first.selected_name}) and killed its child "
+            f'pid {first.victim_pid} ({first.victim_name}) instead ("sacrifice child").'
+        )
     if facts.get("kernel.manual_kills"):
         notes.append(
             "A kill was forced by hand (SysRq-f, moom_callback): the OOM killer ran on request, "

@@ -54,7 +54,7 @@ class Scanner:
         progress: Callable[[int], None] | None = None,
     ) -> ScanResult:
         state = _State(file, KernelReportAssembler())
-        tail = b""
+        tail = b""  # the start of a line that continues in the next chunk
         skipping = False  # inside an over-long line, dropping bytes until its newline
         for chunk in chunks:
             state.nbytes += len(chunk)
@@ -62,20 +62,25 @@ class Scanner:
                 progress(len(chunk))
             if not state.sampled:
                 state.sample(chunk)
+            start = 0
             if skipping:
                 nl = chunk.find(b"\n")
                 if nl < 0:
                     continue
-                chunk = chunk[nl + 1 :]
-                skipping = False
+                start, skipping = nl + 1, False
                 state.lineno += 1
-            buf = tail + chunk if tail else chunk
-            cut = buf.rfind(b"\n")
-            if cut >= 0:
-                self._region(buf[: cut + 1], state)
-                tail = buf[cut + 1 :]
+            first = chunk.find(b"\n", start)
+            if first < 0:
+                tail += chunk[start:]
             else:
-                tail = buf
+                if tail:  # finish the line begun in the previous chunk (small: at most max_line)
+                    joined = tail + chunk[start : first + 1]
+                    self._region(joined, 0, len(joined), state)
+                    start = first + 1
+                cut = chunk.rfind(b"\n")
+                if cut >= start:
+                    self._region(chunk, start, cut + 1, state)  # in place: no copy of the chunk
+                tail = chunk[cut + 1 :]
             if len(tail) > self.max_line:
                 self._line(tail, state)
                 tail = b""
@@ -86,33 +91,32 @@ class Scanner:
         elif skipping:
             state.lineno += 1
         result = ScanResult(file, state.events, state.assembler.finish())
-        lines = state.lineno - 1
         result.kernel_share = state.kernel_share
         result.notes = state.notes
-        result.info = InputInfo(file, lines, state.nbytes, state.truncated, tuple(state.notes))
+        result.info = InputInfo(file, state.lineno - 1, state.nbytes, state.truncated, tuple(state.notes))
         return result
 
-    def _region(self, region: bytes, state: _State) -> None:
-        """Process a block of whole lines (it ends with a newline)."""
-        hits = self.prefilter.hits(region)
+    def _region(self, data: bytes, begin: int, stop: int, state: _State) -> None:
+        """Process the whole lines in data[begin:stop] (stop is just after a newline)."""
+        hits = [h for h in self.prefilter.hits(data) if begin <= h < stop]
         asm = state.assembler
-        pos, hi, size = 0, 0, len(region)
-        while pos < size:
+        pos, hi = begin, 0
+        while pos < stop:
             if asm.wants_more():
-                end = region.index(b"\n", pos)
-                self._line(region[pos:end], state, block=True)
+                end = data.index(b"\n", pos, stop)
+                self._line(data[pos:end], state, block=True)
                 state.lineno += 1
                 pos = end + 1
                 continue
             while hi < len(hits) and hits[hi] < pos:
                 hi += 1
             if hi == len(hits):
-                state.lineno += region.count(b"\n", pos)
+                state.lineno += data.count(b"\n", pos, stop)
                 return
-            start = region.rfind(b"\n", pos, hits[hi]) + 1 or pos
-            state.lineno += region.count(b"\n", pos, start)
-            end = region.index(b"\n", hits[hi])
-            self._line(region[start:end], state)
+            start = data.rfind(b"\n", pos, hits[hi]) + 1 or pos
+            state.lineno += data.count(b"\n", pos, start)
+            end = data.index(b"\n", hits[hi], stop)
+            self._line(data[start:end], state)
             state.lineno += 1
             pos = end + 1
 

@@ -35,6 +35,13 @@ def _pids(text: str | None) -> list[int]:
     return [int(p) for p in text.replace(",", " ").split() if p.isdigit()]
 
 
+def _program(command: str | None) -> str | None:
+    """A shell prints the killed command line; the process name is its program's basename."""
+    if not command or not command.strip():
+        return None
+    return command.split()[0].rsplit("/", 1)[-1]
+
+
 def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int]]:
     """Pids that launchers name as ranks (pid -> rank or local rank), and DataLoader workers."""
     ranks: dict[int, int | None] = {}
@@ -87,7 +94,7 @@ def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list
         for pid in pids:
             if pid in kernel_pids:
                 continue
-            name = ev.fields.get("name") or ev.fields.get("container")
+            name = _program(ev.fields.get("name")) or ev.fields.get("container")
             key = (ev.kind, pid if pid is not None else hash(name))
             if key in seen or (pid is None and name is None):
                 continue
@@ -114,7 +121,9 @@ def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list
             )
     order = {id(v): i for i, v in enumerate(victims)}
     # a kill that freed no anonymous memory (a sacrificed child) is rarely the one that mattered
-    victims.sort(key=lambda v: (v.source != "kernel", v.role not in TRAINING_ROLES, v.anon_rss_bytes == 0, order[id(v)]))
+    victims.sort(
+        key=lambda v: (v.source != "kernel", v.role not in TRAINING_ROLES, v.anon_rss_bytes == 0, order[id(v)])
+    )
     return victims
 
 
