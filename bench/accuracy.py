@@ -38,7 +38,9 @@ class Score:
     cases: int = 0
     klass: int = 0
     verdict: int = 0
-    victim: dict[str, list[int]] = field(default_factory=lambda: {"pid": [0, 0], "name": [0, 0], "anon_rss_bytes": [0, 0]})
+    victim: dict[str, list[int]] = field(
+        default_factory=lambda: {"pid": [0, 0], "name": [0, 0], "anon_rss_bytes": [0, 0]}
+    )
     misses: list[str] = field(default_factory=list)
 
 

@@ -71,7 +71,9 @@ def _healthy_block(rng: random.Random, step0: int) -> bytes:
                 "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly."
             )
         else:
-            out.append(f"node{rng.randint(0, 9)}:{rng.randint(1000, 9999)}:{rng.randint(1000, 9999)} [0] NCCL INFO Channel 00/0{rng.randint(0, 7)} : 0[0] -> 1[1] via P2P/IPC")
+            out.append(
+                f"node{rng.randint(0, 9)}:{rng.randint(1000, 9999)}:{rng.randint(1000, 9999)} [0] NCCL INFO Channel 00/0{rng.randint(0, 7)} : 0[0] -> 1[1] via P2P/IPC"
+            )
     return ("\n".join(out) + "\n").encode()
 
 

@@ -101,7 +101,9 @@ def test_two_hundred_megabyte_line_bounded_time_and_memory(tmp_path: Path) -> No
         "sys.stdout.write(r.stdout.decode())"
     )
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
     elapsed = time.monotonic() - start
     first, _, rest = done.stdout.decode().partition("\n")
     peak_mib = int(first) / 1024

@@ -58,7 +58,11 @@ def test_wheel_installs_and_diagnoses_from_elsewhere(tmp_path: Path) -> None:
     lint = subprocess.run([str(env_dir / "bin" / "oomwatch"), "rules", "lint"], capture_output=True, cwd=elsewhere)
     assert lint.returncode == 0, lint.stderr.decode()
     schema = subprocess.run(
-        [str(py), "-c", "import importlib.resources as r; print(r.files('oomwatch.data').joinpath('diagnosis.schema.json').is_file())"],
+        [
+            str(py),
+            "-c",
+            "import importlib.resources as r; print(r.files('oomwatch.data').joinpath('diagnosis.schema.json').is_file())",
+        ],
         capture_output=True,
         cwd=elsewhere,
     )

@@ -15,7 +15,7 @@ from oomwatch.engine.roles import TRAINING_ROLES, role_for
 # event kinds that name a process that was killed (not merely a failure summary)
 KILLED_KINDS = (
     "dataloader_worker_killed", "sigkill", "k8s_system_oom", "userspace_oom_kill",
-    "k8s_oomkilled", "docker_oomkilled", "shell_killed", "exit_137",
+    "k8s_oomkilled", "docker_oomkilled", "shell_killed", "exit_137", "bus_error",
 )  # fmt: skip
 RANK_KINDS = ("sigkill", "launcher_failure")
 WORKER_KINDS = ("dataloader_worker_killed", "dataloader_worker_exited", "bus_error")
@@ -99,7 +99,9 @@ def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list
             if key in seen or (pid is None and name is None):
                 continue
             seen.add(key)
-            role = "dataloader_worker" if ev.kind == "dataloader_worker_killed" else role_for(name, pid, ranks, workers)
+            role = role_for(name, pid, ranks, workers)
+            if ev.kind == "dataloader_worker_killed":
+                role = "dataloader_worker"
             rank = ranks.get(pid) if pid is not None else None
             if rank is None and ev.kind == "sigkill":
                 rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else _int(ev.fields.get("local_rank"))
@@ -135,6 +137,7 @@ _SOURCES = {
     "docker_oomkilled": "docker",
     "userspace_oom_kill": "userspace-oom-killer",
     "shell_killed": "shell",
+    "bus_error": "pytorch",
     "exit_137": "log",
 }
 

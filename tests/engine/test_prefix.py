@@ -180,9 +180,7 @@ UNCHANGED = [
 
 
 @pytest.mark.parametrize(("line", "time_", "text", "kernel", "host"), CASES)
-def test_strip_prefix(
-    line: str, time_: str | None, text: str, kernel: bool, host: str | None
-) -> None:
+def test_strip_prefix(line: str, time_: str | None, text: str, kernel: bool, host: str | None) -> None:
     assert strip_prefix(line) == Prefixed(time_, text, kernel, host)
 
 

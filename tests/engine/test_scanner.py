@@ -11,11 +11,15 @@ from oomwatch.engine.scanner import Scanner
 
 RULES = load_rules()
 WORKER = b"RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. "
-KILLED = b"Out of memory: Killed process 4242 (pt_data_worker) total-vm:100kB, anon-rss:2048kB, file-rss:4kB, shmem-rss:0kB"
+KILLED = (
+    b"Out of memory: Killed process 4242 (pt_data_worker) total-vm:100kB, anon-rss:2048kB, file-rss:4kB, shmem-rss:0kB"
+)
 
 
 def _scan(data: bytes, chunk: int = 1 << 20, backend: str | None = None, max_line: int | None = None):
-    scanner = Scanner(RULES, backend=backend) if max_line is None else Scanner(RULES, backend=backend, max_line=max_line)
+    scanner = (
+        Scanner(RULES, backend=backend) if max_line is None else Scanner(RULES, backend=backend, max_line=max_line)
+    )
     chunks = [data[i : i + chunk] for i in range(0, len(data), chunk)]
     return scanner.scan("t.log", chunks)
 
