@@ -1,5 +1,5 @@
 """A benign corpus (tests/corpus/benign/SOURCES.md): healthy training and node logs full of
-near-misses. No fingerprint may match a line and no verdict may fire."""
+near-misses. No fingerprint of a failure may match a line and no verdict may fire."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from tests.conftest import FIXTURES, ROOT
 BENIGN = sorted(p for p in (ROOT / "tests" / "corpus" / "benign").iterdir() if p.suffix != ".md")
 BENIGN.append(FIXTURES / "captured" / "torchrun_healthy" / "console.txt")
 RULES = load_rules()
+# kinds that state a fact rather than a failure: healthy output may carry them
+INFORMATIONAL = {"not_oomkilled", "swap_full"}
 
 
 @pytest.mark.parametrize("path", BENIGN, ids=lambda p: p.name)
 def test_no_verdict_on_healthy_logs(path: Path) -> None:
     scan = Scanner(RULES).scan(path.name, [path.read_bytes()])
-    assert [(e.rule, e.line.no, e.line.text) for e in scan.events] == []
+    assert [(e.rule, e.line.no, e.line.text) for e in scan.events if e.kind not in INFORMATIONAL] == []
     assert scan.reports == []
     assert diagnose([scan], RULES).verdict == "no_oom_evidence"
 
