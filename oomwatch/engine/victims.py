@@ -94,7 +94,7 @@ def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list
         for pid in pids:
             if pid in kernel_pids:
                 continue
-            name = _program(ev.fields.get("name")) or ev.fields.get("container")
+            name = _program(ev.fields.get("name")) or ev.fields.get("container") or ev.fields.get("pod")
             key = (ev.kind, pid if pid is not None else hash(name))
             if key in seen or (pid is None and name is None):
                 continue
