@@ -138,3 +138,55 @@ def test_output_is_deterministic(fmt: str) -> None:
     a = run_oomwatch("diagnose", "-f", fmt, str(K002))
     b = run_oomwatch("diagnose", "-f", fmt, str(K002))
     assert a.stdout == b.stdout and a.returncode == b.returncode == 3
+
+
+def test_line_made_of_every_anchor_is_bounded(tmp_path: Path) -> None:
+    """A hostile line that contains every anchor many times, so every pattern runs on 1 MiB."""
+    from oomwatch.engine.kernel_report import KERNEL_ANCHORS
+    from oomwatch.engine.loader import load_rules
+
+    anchors = sorted({a for fp in load_rules().fingerprints for a in fp.anchors} | set(KERNEL_ANCHORS))
+    unit = (" (((( " + " ".join(anchors) + " 9999999999 ::: ").encode()
+    hostile = tmp_path / "hostile.log"
+    hostile.write_bytes((unit * ((1 << 20) // len(unit) + 1))[: 1 << 20] + b"\n" + b"step 1 loss 0.5\n")
+    start = time.monotonic()
+    r = run_oomwatch("diagnose", "-f", "json", str(hostile), timeout=300)
+    elapsed = time.monotonic() - start
+    assert b"Traceback" not in r.stderr, r.stderr.decode()[-2000:]
+    assert r.returncode in (0, 3, 4)
+    assert json.loads(r.stdout)["inputs"][0]["lines"] == 2
+    assert elapsed < 120, f"{elapsed:.0f} s on one hostile line"
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    """Inputs over 50 MB show progress on stderr when it is a terminal, and never in pipes."""
+    import pty
+
+    big = tmp_path / "big.log"
+    line = b"{'loss': 0.1234, 'grad_norm': 1.0, 'learning_rate': 1e-05, 'epoch': 0.5}\n"
+    with big.open("wb") as f:
+        for _ in range((60 << 20) // (len(line) * 1000) + 1):
+            f.write(line * 1000)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oomwatch", "diagnose", "-f", "json", str(big)],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    os.close(follower)
+    out, _ = proc.communicate(timeout=120)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert proc.returncode == 0 and json.loads(out)["verdict"] == "no_oom_evidence"
+    assert b"big.log" in seen and b"%" in seen
+    piped = run_oomwatch("diagnose", str(big))
+    assert piped.stderr == b""
