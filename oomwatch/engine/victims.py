@@ -65,18 +65,20 @@ def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list
     victims: list[Victim] = []
     seen: set[tuple[str, int]] = set()
     for rep in reports:
-        if rep.victim_pid is None or ("kernel", rep.victim_pid) in seen:
+        # no "Killed process" line (cut off, or grep'd away): the selected process is the best guess
+        pid = rep.victim_pid if rep.victim_pid is not None else rep.selected_pid
+        if pid is None or ("kernel", pid) in seen:
             continue
-        seen.add(("kernel", rep.victim_pid))
-        pid = rep.victim_pid
+        seen.add(("kernel", pid))
+        name = rep.victim_name if rep.victim_pid is not None else rep.selected_name
         extra = tuple(
             ev.evidence for ev in events if pid in _pids(ev.fields.get("pid")) and ev.kind in KILLED_KINDS + RANK_KINDS
         )
         victims.append(
             Victim(
                 pid=pid,
-                name=rep.victim_name,
-                role=role_for(rep.victim_name, pid, ranks, workers),
+                name=name,
+                role=role_for(name, pid, ranks, workers),
                 rank=ranks.get(pid),
                 anon_rss_bytes=rep.anon_rss_bytes,
                 file_rss_bytes=rep.file_rss_bytes,
