@@ -128,7 +128,7 @@ def rules_lint(dirs: tuple[Path, ...]) -> None:
         sys.exit(Exit.RULES_INVALID)
     click.echo(
         f"ok: {len(rules.fingerprints)} fingerprints, {len(rules.verdicts)} verdict rules, "
-        f"{len(rules.events)} event kinds"
+        f"{len(rules.causes)} cause rules, {len(rules.events)} event kinds"
     )
 
 
@@ -155,3 +155,6 @@ def rules_list(rules_dirs: tuple[Path, ...]) -> None:
         click.echo(f"{fp.id}\t{fp.name}\tevent:{fp.event}\t{fp.status}")
     for vr in rules.verdicts:
         click.echo(f"{vr.id}\tverdict\tverdict:{vr.verdict}\t{'confirmed' if vr.confirmed else 'unconfirmed'}")
+    for cr in rules.causes:
+        kind = "fallback" if cr.fallback else "rule"
+        click.echo(f"{cr.id}\tcause\tverdicts:{','.join(cr.verdicts) or 'any'}\t{kind}")

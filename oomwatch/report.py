@@ -6,9 +6,10 @@ Data in, text out; deterministic (no clock, no terminal queries).
 from __future__ import annotations
 
 import json
+import textwrap
 
 from oomwatch.engine.diagnosis import Diagnosis
-from oomwatch.engine.model import Evidence
+from oomwatch.engine.model import Cause, Evidence
 from oomwatch.engine.sizes import human
 
 HEADLINES = {
@@ -88,12 +89,8 @@ def render_text(d: Diagnosis) -> str:
         out.append("Evidence:")
         out.extend(f"  {_where(e)}: {_clip(e.text)}" for e in d.evidence)
         out.append("")
-    if d.causes:
-        out.append("Causes:")
-        for c in d.causes:
-            out.append(f"  {c.title} [{c.id}, confidence {c.confidence:.2f}]")
-            out.append(f"    fix: {c.fix}")
-        out.append("")
+    for i, c in enumerate(d.causes, 1):
+        out.extend(_cause_text(i, c))
     if d.notes:
         out.append("Notes:")
         out.extend(f"  - {n}" for n in d.notes)
@@ -105,6 +102,40 @@ def render_text(d: Diagnosis) -> str:
     read = ", ".join(f"{i.file} ({i.lines} lines)" for i in d.inputs)
     out.append(f"Read: {read}")
     return "\n".join(out) + "\n"
+
+
+def _cause_text(i: int, c: Cause) -> list[str]:
+    head = f"Why ({i}): {c.title} [{c.id}, confidence {c.confidence:.2f}]"
+    out = [head]
+    out.extend(f"  {line}" for line in textwrap.wrap(c.mechanism, 96))
+    out.extend(f"  - {r}" for r in c.reasons)
+    out.extend(f"    {_where(e)}: {_clip(e.text)}" for e in c.evidence)
+    if c.fix.strip():
+        out.append("Fix:")
+        out.extend(f"    {line}" for line in c.fix.splitlines())
+    out.append("Confirm:")
+    out.extend(f"  {line}" for line in textwrap.wrap(c.confirm, 96))
+    if c.references:
+        out.append("See: " + " ".join(c.references))
+    out.append("")
+    return out
+
+
+def _cause_markdown(i: int, c: Cause) -> list[str]:
+    out = [f"**Why ({i}): {c.title}** — `{c.id}`, confidence {c.confidence:.2f}", "", c.mechanism, ""]
+    out.extend(f"- {r}" for r in c.reasons)
+    if c.reasons:
+        out.append("")
+    if c.evidence:
+        out.append("```")
+        out.extend(f"{_where(e)}: {_clip(e.text)}" for e in c.evidence)
+        out.append("```")
+    if c.fix.strip():
+        out.extend(["Fix:", "", "```python", c.fix, "```", ""])
+    out.extend([f"Confirm: {c.confirm}", ""])
+    if c.references:
+        out.extend(["See: " + ", ".join(c.references), ""])
+    return out
 
 
 def render_markdown(d: Diagnosis) -> str:
@@ -123,6 +154,8 @@ def render_markdown(d: Diagnosis) -> str:
         out.append("```")
         out.append("</details>")
         out.append("")
+    for i, c in enumerate(d.causes, 1):
+        out.extend(_cause_markdown(i, c))
     if d.notes:
         out.extend(f"> {n}" for n in d.notes)
         out.append("")

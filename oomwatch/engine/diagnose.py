@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from oomwatch.engine.causes import rank_causes
 from oomwatch.engine.diagnosis import Diagnosis
-from oomwatch.engine.facts import compute_facts
+from oomwatch.engine.facts import compute_facts, hint_names
 from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, OomReport
 from oomwatch.engine.scanner import ScanResult
@@ -19,11 +20,14 @@ def diagnose(scans: Sequence[ScanResult], rules: RuleSet) -> Diagnosis:
     events = [ev for s in scans for ev in s.events]
     reports = [r for s in scans for r in s.reports]
     victims = build_victims(reports, events)
-    facts = compute_facts(reports, events, victims, [s.kernel_share for s in scans], rules.events)
+    facts = compute_facts(
+        reports, events, victims, [s.kernel_share for s in scans], rules.events, hint_names(rules.fingerprints)
+    )
     rule = choose(rules.verdicts, facts)
     values = template_values(victims, reports)
     verdict = rule.verdict if rule else "no_oom_evidence"
     evidence = _evidence(rule.when.facts() if rule else set(), victims, events, reports)
+    causes = rank_causes(rules.causes, verdict, facts, events, victims, reports)
     notes = _notes(facts, reports, events, verdict)
     for s in scans:
         notes.extend(f"{s.file}: {n}" for n in s.notes)
@@ -32,7 +36,7 @@ def diagnose(scans: Sequence[ScanResult], rules: RuleSet) -> Diagnosis:
         confirmed=rule.confirmed if rule else False,
         summary=" ".join(render(rule.summary, values).split()) if rule else "",
         victims=tuple(victims),
-        causes=(),
+        causes=tuple(causes),
         events=tuple(events),
         inputs=tuple(s.info for s in scans if s.info is not None),
         next_steps=tuple(render(step, values) for step in (rule.next_steps if rule else ())),

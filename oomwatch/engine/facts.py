@@ -2,7 +2,9 @@
 
 Python computes facts from events, kernel reports and victims; YAML rules decide with
 them. `FACTS` is the registry (name -> meaning); `events.<kind>` exists for every event
-kind in rules/events.yaml (how many lines matched). `oomwatch rules lint` rejects a
+kind in rules/events.yaml (how many lines matched); `hints.<hint>` for every hint a
+fingerprint of kind `hint` names (how many lines), and `hints.<hint>.value` (the largest
+number such lines captured, e.g. prefetch_factor=16 -> 16). `oomwatch rules lint` rejects a
 rule that names a fact that is not here.
 """
 
@@ -15,6 +17,7 @@ from typing import Any
 from oomwatch.engine.model import Event, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES
 from oomwatch.engine.sizes import parse_size
+from oomwatch.engine.taskfacts import task_facts
 
 FACTS: dict[str, str] = {
     "kernel.reports": "kernel OOM-killer reports found (with or without a kill line)",
@@ -34,11 +37,44 @@ FACTS: dict[str, str] = {
     "swap.used_ratio": "swap used / total as stated by free/meminfo lines (largest seen)",
     "order.cuda_oom_before_kill": "a CUDA OOM line comes before the first kernel kill in the same file",
     "cuda.reserved_unallocated_bytes": "reserved but unallocated GPU memory from a torch 2.x CUDA OOM",
+    "cuda.tried_bytes": "the allocation a CUDA OOM failed on (largest seen)",
+    "cuda.fragmented": "reserved-but-unallocated GPU memory exceeded the failed request (fragmentation)",
+    "victim.name": "kernel name (comm) of the first victim",
+    "victim.rank": "rank of the first victim, when a launcher named it",
+    "victim.share_of_capacity": "first kernel victim's anon RSS / the cgroup limit (memcg) or MemTotal (global)",
+    "launcher.ranks_failed": "distinct ranks a launcher reported as failed",
+    "launcher.ranks_killed": "distinct ranks a launcher reported as killed by SIGKILL",
+    "tasks.count": "processes in the kernel report's task table (with RSS > 0)",
+    "tasks.top_name": "name of the process with the largest RSS in the task table",
+    "tasks.top_rss_bytes": "largest RSS in the task table",
+    "tasks.top_is_victim": "the victim is the largest process of the task table",
+    "tasks.top_is_python": "the largest process of the task table is a Python/torch process",
+    "tasks.same_name_count": "processes in the task table with the victim's name",
+    "tasks.peers_count": "processes with the victim's name and at least half its RSS (the victim included)",
+    "tasks.peers_rss_bytes": "RSS of those peers together (shared pages counted in each)",
+    "tasks.peers_similarity": "smallest / largest RSS among the peers (1.0: all the same size)",
+    "tasks.victim_vs_peers": "victim's RSS / median RSS of the other processes with its name",
+    "tasks.workers_count": "DataLoader workers (pt_data_worker) in the task table",
+    "tasks.workers_rss_bytes": "RSS of the DataLoader workers together",
+    "tasks.python_rss_share": "share of the task table's RSS held by Python/torch processes",
+    "tasks.peers_share_of_capacity": "peers' RSS / the cgroup limit (memcg) or MemTotal (global)",
+    "host.mem_total_bytes": "RAM of the host, from the report's Mem-Info (pages RAM)",
+    "host.free_swap_bytes": "free swap when the OOM killer ran",
+    "cgroup.limit_bytes": "the memory cgroup's limit, from the report",
+    "cgroup.usage_bytes": "the memory cgroup's usage, from the report",
 }
 
 
-def known_facts(event_kinds: Iterable[str]) -> set[str]:
-    return set(FACTS) | {f"events.{kind}" for kind in event_kinds}
+def hint_names(fingerprints: Iterable[Any]) -> set[str]:
+    """Hints named by the fingerprints of kind `hint` (their constant field `hint`)."""
+    return {fp.fields["hint"] for fp in fingerprints if fp.event == "hint" and "hint" in fp.fields}
+
+
+def known_facts(event_kinds: Iterable[str], hints: Iterable[str] = ()) -> set[str]:
+    names = set(FACTS) | {f"events.{kind}" for kind in event_kinds}
+    for hint in hints:
+        names |= {f"hints.{hint}", f"hints.{hint}.value"}
+    return names
 
 
 def compute_facts(
@@ -47,6 +83,7 @@ def compute_facts(
     victims: Sequence[Victim],
     kernel_shares: Sequence[float],
     event_kinds: Iterable[str],
+    hints: Iterable[str] = (),
 ) -> dict[str, Any]:
     counts = Counter(ev.kind for ev in events)
     facts: dict[str, Any] = {f"events.{kind}": counts.get(kind, 0) for kind in event_kinds}
@@ -69,7 +106,55 @@ def compute_facts(
     facts.update(_swap(events))
     facts["order.cuda_oom_before_kill"] = _cuda_first(reports, events)
     facts["cuda.reserved_unallocated_bytes"] = _max_size(events, "cuda_oom", "reserved_unallocated")
+    facts["cuda.tried_bytes"] = _max_size(events, "cuda_oom", "tried")
+    unalloc, tried = facts["cuda.reserved_unallocated_bytes"], facts["cuda.tried_bytes"]
+    facts["cuda.fragmented"] = unalloc > tried if unalloc is not None and tried is not None else None
+    facts["victim.name"] = first.name if first else None
+    facts["victim.rank"] = first.rank if first else None
+    facts.update(_launcher(events))
+    facts.update(_hints(events, hints))
+    facts.update(task_facts(primary_report(reports, first), first.pid if first else None))
     return facts
+
+
+def primary_report(reports: Sequence[OomReport], victim: Victim | None) -> OomReport | None:
+    """The report that killed the first victim, else the first report with a kill, else the first."""
+    if victim is not None and victim.source == "kernel":
+        for rep in reports:
+            if victim.pid in (rep.victim_pid, rep.selected_pid):
+                return rep
+    return next((r for r in reports if r.killed), reports[0] if reports else None)
+
+
+def _launcher(events: Sequence[Event]) -> dict[str, Any]:
+    failed: set[str] = set()
+    killed: set[str] = set()
+    for ev in events:
+        if ev.kind not in ("sigkill", "launcher_failure"):
+            continue
+        rank = ev.fields.get("rank") or ev.fields.get("local_rank") or ev.fields.get("pid")
+        if rank is not None:
+            failed.add(rank)
+            if ev.kind == "sigkill":
+                killed.add(rank)
+    return {"launcher.ranks_failed": len(failed), "launcher.ranks_killed": len(killed)}
+
+
+def _hints(events: Sequence[Event], hints: Iterable[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for hint in hints:
+        out[f"hints.{hint}"] = 0
+        out[f"hints.{hint}.value"] = None
+    for ev in events:
+        if ev.kind != "hint" or "hint" not in ev.fields:
+            continue
+        key = f"hints.{ev.fields['hint']}"
+        out[key] = out.get(key, 0) + 1
+        value = ev.fields.get("value")
+        if value is not None and value.isdigit():
+            best = out.get(f"{key}.value")
+            out[f"{key}.value"] = int(value) if best is None else max(best, int(value))
+    return out
 
 
 def _swap(events: Sequence[Event]) -> Mapping[str, Any]:

@@ -395,6 +395,7 @@ def parse_task_row(text: str, columns: tuple[str, ...], line_no: int) -> TaskRow
         swap_bytes=values.get("swapents"),
         oom_score_adj=values.get("oom_score_adj"),
         line=line_no,
+        text=text.strip(),
     )
 
 

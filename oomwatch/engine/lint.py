@@ -7,7 +7,7 @@ only name known facts.
 
 from __future__ import annotations
 
-from oomwatch.engine.facts import known_facts
+from oomwatch.engine.facts import hint_names, known_facts
 from oomwatch.engine.loader import Fingerprint, RuleError, RuleSet
 from oomwatch.engine.prefix import strip_prefix
 from oomwatch.engine.text import clean_text
@@ -49,11 +49,12 @@ def lint(rules: RuleSet) -> list[RuleError]:
     for fp in rules.fingerprints:
         file, _, line = fp.source.rpartition(":")
         errors.extend(RuleError(file, int(line), f"{fp.id} {fp.name}: {p}") for p in check_examples(fp))
-    facts = known_facts(rules.events)
-    for vr in rules.verdicts:
-        file, _, line = vr.source.rpartition(":")
-        for name in sorted(vr.when.facts() - facts):
-            errors.append(RuleError(file, int(line), f"{vr.id}: unknown fact {name!r}"))
+    facts = known_facts(rules.events, hint_names(rules.fingerprints))
+    named: list[tuple[str, str, set[str]]] = [(r.source, r.id, r.facts()) for r in rules.verdicts]
+    named += [(r.source, r.id, r.facts()) for r in rules.causes]
+    for source, rule_id, used in named:
+        file, _, line = source.rpartition(":")
+        errors.extend(RuleError(file, int(line), f"{rule_id}: unknown fact {n!r}") for n in sorted(used - facts))
     if not any(vr.verdict == "no_oom_evidence" for vr in rules.verdicts):
         errors.append(RuleError("verdicts.yaml", 0, "no rule gives `no_oom_evidence` (the fallback)"))
     return sorted(set(errors), key=lambda e: (e.file, e.line, e.message))

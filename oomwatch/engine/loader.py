@@ -15,6 +15,7 @@ from typing import Any
 import regex
 import yaml
 
+from oomwatch.engine.cause_rules import CauseRule, parse_cause
 from oomwatch.engine.conditions import Condition, parse_condition
 
 FINGERPRINT_KEYS = {
@@ -73,12 +74,16 @@ class VerdictRule:
     next_steps: tuple[str, ...]
     source: str
 
+    def facts(self) -> set[str]:
+        return self.when.facts()
+
 
 @dataclass
 class RuleSet:
     events: dict[str, str] = field(default_factory=dict)
     fingerprints: list[Fingerprint] = field(default_factory=list)
     verdicts: list[VerdictRule] = field(default_factory=list)
+    causes: list[CauseRule] = field(default_factory=list)
     errors: list[RuleError] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     defined: dict[str, str] = field(default_factory=dict)  # id or name -> directory, file:line
@@ -132,6 +137,9 @@ def _load_dir(directory: Path, rules: RuleSet) -> None:
     verdicts_file = directory / "verdicts.yaml"
     if verdicts_file.is_file():
         _load_verdicts(verdicts_file, rules)
+    causes_file = directory / "causes.yaml"
+    if causes_file.is_file():
+        _load_causes(causes_file, rules)
 
 
 def _read_yaml(path: Path, rules: RuleSet) -> Any:
@@ -302,6 +310,22 @@ def _load_verdicts(path: Path, rules: RuleSet) -> None:
                 source=f"{path}:{line}",
             ),
         )
+
+
+def _load_causes(path: Path, rules: RuleSet) -> None:
+    doc = _read_yaml(path, rules)
+    if doc is None:
+        return
+    items = doc.get("causes") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        rules.errors.append(RuleError(str(path), 1, "expected a list `causes:`"))
+        return
+    for item in items:
+        line = int(item.get("__line__", 0)) if isinstance(item, dict) else 0
+        rule, errs = parse_cause(item, f"{path}:{line}", VERDICTS)
+        rules.errors.extend(RuleError(str(path), line, e) for e in errs)
+        if rule is not None and _unique_in_dir(rules, path, (f"cause:{rule.id}",), rule.source):
+            _replace_or_add(rules.causes, rule)
 
 
 def _check_references(rules: RuleSet) -> None:

@@ -72,6 +72,7 @@ class TaskRow:
     swap_bytes: int | None
     oom_score_adj: int | None
     line: int
+    text: str = ""  # the row as the kernel printed it (for evidence)
 
 
 @dataclass(frozen=True)
@@ -157,15 +158,21 @@ class Cause:
     evidence: tuple[Evidence, ...]
     fix: str
     confirm: str
+    mechanism: str = ""
+    reasons: tuple[str, ...] = ()  # the signals that held, in words
+    references: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "title": self.title,
             "confidence": self.confidence,
+            "mechanism": self.mechanism,
+            "reasons": list(self.reasons),
             "evidence": [e.to_json() for e in self.evidence],
             "fix": self.fix,
             "confirm": self.confirm,
+            "references": list(self.references),
         }
 
 

@@ -18,6 +18,7 @@ KILLED_KINDS = (
     "k8s_oomkilled", "docker_oomkilled", "shell_killed", "exit_137", "bus_error",
 )  # fmt: skip
 RANK_KINDS = ("sigkill", "launcher_failure")
+_CONTAINER_KINDS = ("k8s_oomkilled", "docker_oomkilled")
 WORKER_KINDS = ("dataloader_worker_killed", "dataloader_worker_exited", "bus_error")
 
 
@@ -101,7 +102,8 @@ def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list
             if key in seen or (pid is None and name is None):
                 continue
             seen.add(key)
-            role = role_for(name, pid, ranks, workers)
+            # a pod or container name is not a process name: its role is unknown, not "other"
+            role = role_for(None if ev.kind in _CONTAINER_KINDS else name, pid, ranks, workers)
             if ev.kind == "dataloader_worker_killed":
                 role = "dataloader_worker"
             rank = ranks.get(pid) if pid is not None else None

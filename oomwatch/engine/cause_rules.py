@@ -1,0 +1,119 @@
+"""Cause rules (rules/causes.yaml): when a cause applies, how sure we are, and what to do.
+
+    - id: keep_in_memory_duplication        # a cause id from DESIGN.md
+      title: Each rank holds its own in-memory copy of the dataset
+      verdicts: [host_oom, cgroup_oom]      # considered only under these verdicts
+      when: {fact: hints.keep_in_memory, gt: 0}   # evidence needed to appear at all
+      signals:                              # each that holds adds its weight to the confidence
+        - {when: {fact: tasks.peers_count, ge: 2}, weight: 0.3, evidence: "tasks:peers",
+           says: "{tasks.peers_count} processes named {victim.name} of similar size"}
+      mechanism: ...                        # two or three sentences
+      fix: |                                # a short code change
+        ...
+      confirm: ...                          # a concrete command
+      references: [https://...]
+      fallback: false                       # true: appears only when no other cause does
+
+Evidence names: `hint:<hint>`, `event:<kind>`, `victim`, `tasks:peers`, `tasks:workers`,
+`tasks:top`. Confidence = min(0.95, sum of the weights of the signals that hold).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from oomwatch.engine.conditions import Condition, parse_condition
+
+CAUSE_IDS = (
+    "keep_in_memory_duplication", "checkpoint_load_duplication", "cow_refcount_defeat",
+    "unbounded_cache", "manager_cache", "pin_memory_prefetch", "cpu_offload", "dataset_in_ram",
+    "rank0_extra", "other_process", "shm_too_small", "gpu_memory_exceeded", "cuda_fragmentation",
+    "unknown",
+)  # fmt: skip
+CAUSE_KEYS = {
+    "id", "title", "verdicts", "when", "signals", "mechanism", "fix", "confirm", "references",
+    "fallback", "__line__",
+}  # fmt: skip
+EVIDENCE_KINDS = ("hint:", "event:", "victim", "tasks:peers", "tasks:workers", "tasks:top")
+MAX_CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Signal:
+    when: Condition
+    weight: float
+    evidence: str | None
+    says: str | None
+
+
+@dataclass(frozen=True)
+class CauseRule:
+    id: str
+    title: str
+    verdicts: tuple[str, ...]
+    when: Condition
+    signals: tuple[Signal, ...]
+    mechanism: str
+    fix: str
+    confirm: str
+    references: tuple[str, ...]
+    fallback: bool
+    source: str
+
+    def facts(self) -> set[str]:
+        names = self.when.facts()
+        for sig in self.signals:
+            names |= sig.when.facts()
+        return names
+
+
+def parse_cause(item: Any, source: str, verdicts: tuple[str, ...]) -> tuple[CauseRule | None, list[str]]:
+    """A CauseRule from YAML data, or None and the reasons why not."""
+    if not isinstance(item, dict):
+        return None, ["a cause rule must be a mapping"]
+    errs = [f"unknown key {k!r}" for k in sorted(set(item) - CAUSE_KEYS)]
+    required = ("id", "title", "when", "mechanism", "fix", "confirm")
+    errs += [f"missing required key {k!r}" for k in required if k not in item]
+    if item.get("id") not in CAUSE_IDS:
+        errs.append(f"id must be one of {list(CAUSE_IDS)}, not {item.get('id')!r}")
+    applies = tuple(str(v) for v in item.get("verdicts") or ())
+    errs += [f"unknown verdict {v!r} in `verdicts`" for v in applies if v not in verdicts]
+    when, cond_errs = parse_condition(item.get("when", {}))
+    errs += cond_errs
+    signals: list[Signal] = []
+    for raw in item.get("signals") or []:
+        if not isinstance(raw, dict) or "when" not in raw or "weight" not in raw:
+            errs.append("each signal needs `when` and `weight`")
+            continue
+        cond, cond_errs = parse_condition(raw["when"])
+        errs += cond_errs
+        evidence = raw.get("evidence")
+        if evidence is not None and not str(evidence).startswith(EVIDENCE_KINDS):
+            errs.append(f"unknown evidence {evidence!r} (use one of {list(EVIDENCE_KINDS)})")
+        try:
+            weight = float(raw["weight"])
+        except (TypeError, ValueError):
+            errs.append(f"weight must be a number, not {raw['weight']!r}")
+            continue
+        if cond is not None:
+            says = raw.get("says")
+            signals.append(Signal(cond, weight, str(evidence) if evidence else None, str(says) if says else None))
+    if errs or when is None:
+        return None, errs
+    return (
+        CauseRule(
+            id=str(item["id"]),
+            title=str(item["title"]),
+            verdicts=applies,
+            when=when,
+            signals=tuple(signals),
+            mechanism=" ".join(str(item["mechanism"]).split()),
+            fix=str(item["fix"]).rstrip("\n"),
+            confirm=str(item["confirm"]).strip(),
+            references=tuple(str(r) for r in item.get("references") or ()),
+            fallback=bool(item.get("fallback", False)),
+            source=source,
+        ),
+        [],
+    )
