@@ -138,3 +138,10 @@ def test_rules_list() -> None:
     lines = r.stdout.decode().splitlines()
     assert any("\tverdict:no_oom_evidence\t" in ln for ln in lines)
     assert any("event:cuda_oom" in ln for ln in lines)
+
+
+def test_lint_refuses_duplicate_keys(tmp_path: Path) -> None:
+    _write(tmp_path, "fingerprints/dup.yaml", "rules:\n  - id: OW-F-9200\n    id: OW-F-9201\n")
+    r = run_oomwatch("rules", "lint", str(tmp_path))
+    assert r.returncode == 5
+    assert "dup.yaml:3: invalid YAML: duplicate key 'id'" in r.stderr.decode()

@@ -161,7 +161,7 @@ _KILLED = re.compile(
     r"(?: \((?P<comm>.*)\)(?P<rest>.*)| \(?[^)]*)?$"  # the line may be cut inside the name
 )
 # sizes; some pastes group thousands with commas ("anon-rss:153,700,88kB") or wrap before "kB"
-_KB_FIELD = re.compile(r"(?P<key>total-vm|vsz|anon-rss|file-rss|shmem-rss|pgtables):(?P<v>\d[\d,]*)\s*kB")
+_KB_FIELD = re.compile(r"(?P<key>total-vm|vsz|anon-rss|file-rss|shmem-rss|pgtables):(?P<v>\d[\d,]*)\s*k\s*B")
 _UID_FIELD = re.compile(r"\bUID:(?P<v>\d+)")
 _ADJ_FIELD = re.compile(r"\boom_score_adj:(?P<v>-?\d+)")
 

@@ -38,6 +38,8 @@ KERNEL_ANCHORS: tuple[str, ...] = (
     "No available memory",  # 2.6.2x mempolicy/cpuset kills
     "oom_reaper",
     "killed as a result of limit of",
+    "Tasks state (memory values in pages)",  # the task table's title (>= 4.19)
+    "tgid total_vm",  # the task table's header, every version
 )
 
 _MAX_TEXT = 4096  # printk lines are < 1 KiB; longer text is cut before matching
@@ -275,7 +277,15 @@ class KernelReportAssembler:
                 cur.add_evidence(line)
                 return cur
         if cur is None:
-            return None
+            # a task table or its title with nothing before it (the rest of the report was cut):
+            # only the OOM killer prints it, so it is a report of its own
+            if s.startswith("Tasks state (memory values in pages)") or (
+                s.startswith("[") and kl.parse_table_header(s) is not None
+            ):
+                cur = self._start(line, key)
+                cur.add_evidence(line)
+            else:
+                return None
         return self._on_body(line, s, cur)
 
     def _on_summary(self, line: Line, key: _Key, summary: kl.Summary) -> _Draft:
@@ -361,6 +371,9 @@ class KernelReportAssembler:
             if pid is not None:
                 cur.trigger_pid = pid
                 return cur
+        if "mem_cgroup_out_of_memory" in s or "mem_cgroup_oom_synchronize" in s:
+            cur.set_constraint("memcg", 1)  # only a memory cgroup's OOM path calls these
+            return cur
         if "moom_callback" in s:
             cur.manual = True
             if s.startswith("Workqueue:"):

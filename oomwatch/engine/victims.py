@@ -15,10 +15,10 @@ from oomwatch.engine.roles import TRAINING_ROLES, role_for
 # event kinds that name a process that was killed (not merely a failure summary)
 KILLED_KINDS = (
     "dataloader_worker_killed", "sigkill", "k8s_system_oom", "userspace_oom_kill",
-    "k8s_oomkilled", "docker_oomkilled", "shell_killed", "exit_137", "bus_error",
+    "k8s_oomkilled", "docker_oomkilled", "shell_killed", "exit_137", "bus_error", "unit_oom_kill",
 )  # fmt: skip
 RANK_KINDS = ("sigkill", "launcher_failure")
-_CONTAINER_KINDS = ("k8s_oomkilled", "docker_oomkilled")
+_CONTAINER_KINDS = ("k8s_oomkilled", "docker_oomkilled", "unit_oom_kill")
 WORKER_KINDS = ("dataloader_worker_killed", "dataloader_worker_exited", "bus_error")
 
 
@@ -141,6 +141,7 @@ _SOURCES = {
     "docker_oomkilled": "docker",
     "userspace_oom_kill": "userspace-oom-killer",
     "shell_killed": "shell",
+    "unit_oom_kill": "systemd",
     "bus_error": "pytorch",
     "exit_137": "log",
 }
