@@ -143,6 +143,7 @@ class Scanner:
             if anchor in text:
                 for fp in fps:
                     candidates[fp.id] = fp
+        best: dict[tuple[str, str], Event] = {}  # one event per kind (and hint) per line
         for fp in sorted(candidates.values(), key=lambda f: self._order[f.id]):
             try:
                 m = fp.pattern.search(text, timeout=MATCH_TIMEOUT)
@@ -150,8 +151,12 @@ class Scanner:
                 state.notes.append(f"line {line.no}: rule {fp.name} gave up (match took too long)")
                 continue
             if m is not None:
-                fields = {k: v for k, v in m.groupdict().items() if v is not None}
-                state.events.append(Event(fp.event, fp.id, line, {**fp.fields, **fields}))
+                fields = {**fp.fields, **{k: v for k, v in m.groupdict().items() if v is not None}}
+                key = (fp.event, fields.get("hint", ""))
+                # where several rules of a kind match a line, the one that says most wins
+                if key not in best or len(fields) > len(best[key].fields):
+                    best[key] = Event(fp.event, fp.id, line, fields)
+        state.events.extend(best.values())
 
 
 class _State:
