@@ -40,6 +40,8 @@ KERNEL_ANCHORS: tuple[str, ...] = (
     "killed as a result of limit of",
     "Tasks state (memory values in pages)",  # the task table's title (>= 4.19)
     "tgid total_vm",  # the task table's header, every version
+    "Memory cgroup stats for",  # printed only in a memory cgroup's OOM report
+    "memory+swap: usage",
 )
 
 _MAX_TEXT = 4096  # printk lines are < 1 KiB; longer text is cut before matching
@@ -284,6 +286,9 @@ class KernelReportAssembler:
             ):
                 cur = self._start(line, key)
                 cur.add_evidence(line)
+            elif s.startswith(("Memory cgroup stats for ", "memory+swap: usage ", "memory: usage ")):
+                cur = self._start(line, key)  # a memory cgroup's OOM report, its start cut off
+                cur.set_constraint("memcg", 1)
             else:
                 return None
         return self._on_body(line, s, cur)

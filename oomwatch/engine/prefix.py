@@ -78,6 +78,8 @@ _BSD = re.compile(r"([^\W\d_]{2,6}\.?|\d{1,2}[月월]) +(\d{1,2}) (\d\d:\d\d:\d\
 _KMSG = re.compile(r"\d{1,4},\d+,(\d+),[^;,]*(?:,[^;]*)?;")
 _KMSG_DICT = re.compile(r" [A-Z][A-Z0-9_]*=")
 _PRIO = re.compile(r"<\d{1,3}>")
+# OpenWrt/BusyBox logread: "Sat Jan 25 09:40:15 2020 kern.err kernel: msg"
+_LOGREAD = re.compile(r"([A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4}) \w+\.\w+ ([^\s:\[]+)(?:\[\d+\])?: ")
 # a dmesg stamp whose "[" was lost when the paste was cut ("5193605.506728] Task in ...")
 _DMESG_CUT = re.compile(r"\s*(\d+\.\d{6})\] ")
 _DMESG_X = re.compile(
@@ -154,6 +156,9 @@ def _strip_one(text: str) -> _Step | None:
         m = _DMESG_X.match(text)
         if m:
             return None, text[m.end() :], m.group(1) == "kern", None
+        m = _LOGREAD.match(text)
+        if m:
+            return m.group(1), text[m.end() :], m.group(2) == "kernel", None
         return _after_bsd(text)
     return None
 

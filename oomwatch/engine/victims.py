@@ -126,10 +126,15 @@ def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list
                 )
             )
     order = {id(v): i for i, v in enumerate(victims)}
-    # a kill that freed no anonymous memory (a sacrificed child) is rarely the one that mattered
-    victims.sort(
-        key=lambda v: (v.source != "kernel", v.role not in TRAINING_ROLES, v.anon_rss_bytes == 0, order[id(v)])
-    )
+
+    def importance(v: Victim) -> tuple[bool, bool, bool, int]:
+        # training processes first; a kill that freed no anonymous memory (a sacrificed child)
+        # rarely mattered; among kernel kills the latest is the one the log ends with, among
+        # launcher reports the first failure is the root cause
+        latest_first = -order[id(v)] if v.source == "kernel" else order[id(v)]
+        return (v.source != "kernel", v.role not in TRAINING_ROLES, v.anon_rss_bytes == 0, latest_first)
+
+    victims.sort(key=importance)
     return victims
 
 

@@ -266,3 +266,16 @@ def test_many_lines_throughput() -> None:
     for line in lines:
         strip_prefix(line)
     assert time.perf_counter() - start < 5.0
+
+
+def test_openwrt_logread_prefix() -> None:
+    p = strip_prefix(
+        "Sat Jan 25 09:40:15 2020 kern.err kernel: [22043.048568] Killed process 1039 (netifd) total-vm:1680kB"
+    )
+    assert (p.time, p.kernel, p.text) == (
+        "Sat Jan 25 09:40:15 2020",
+        True,
+        "Killed process 1039 (netifd) total-vm:1680kB",
+    )
+    q = strip_prefix("Sat Jan 25 09:40:15 2020 daemon.info procd[1]: started")
+    assert (q.kernel, q.text) == (False, "started")
