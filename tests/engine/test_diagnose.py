@@ -74,6 +74,11 @@ def test_same_input_same_diagnosis() -> None:
 
 
 def test_selected_process_stands_in_when_the_kill_line_is_missing() -> None:
-    d = _diag(("syslog", "Jan 28 19:58:45 gce kernel: [  455.498827] Out of memory: Kill process 1532 (badsysprogram) score 919 or sacrifice child\n"))
+    d = _diag(
+        (
+            "syslog",
+            "Jan 28 19:58:45 gce kernel: [  455.498827] Out of memory: Kill process 1532 (badsysprogram) score 919 or sacrifice child\n",
+        )
+    )
     assert (d.verdict, d.confirmed) == ("host_oom", True)
     assert (d.victims[0].pid, d.victims[0].name, d.victims[0].anon_rss_bytes) == (1532, "badsysprogram", None)

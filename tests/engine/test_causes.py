@@ -1,0 +1,99 @@
+"""Causes from facts: each appears only with its evidence, ranked by confidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from oomwatch.engine.diagnose import diagnose
+from oomwatch.engine.lint import lint
+from oomwatch.engine.loader import load_rules
+from oomwatch.engine.scanner import Scanner
+
+RULES = load_rules()
+HEADER = "[ 100.000001] python3 invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0"
+TABLE = "[ 100.000002] [  pid  ]   uid  tgid total_vm      rss pgtables_bytes swapents oom_score_adj name"
+
+
+def _row(pid: int, pages: int, name: str = "python3") -> str:
+    return f"[ 100.000003] [{pid:>7}]     0 {pid:>5}  {pages * 2:>7}  {pages:>7}  1000000        0             0 {name}"
+
+
+def _kill(pid: int, kb: int, name: str = "python3") -> str:
+    return (
+        f"[ 100.000009] Out of memory: Killed process {pid} ({name}) total-vm:{kb * 2}kB, anon-rss:{kb}kB, "
+        "file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1000kB oom_score_adj:0"
+    )
+
+
+def _diag(log: str):
+    scan = Scanner(RULES).scan("t.log", [log.encode()])
+    return diagnose([scan], RULES)
+
+
+def _ranks_report(sizes: list[int], victim: int = 0) -> str:
+    rows = [_row(1000 + i, pages) for i, pages in enumerate(sizes)]
+    return "\n".join([HEADER, TABLE, *rows, _kill(1000 + victim, sizes[victim] * 4)]) + "\n"
+
+
+def test_keep_in_memory_with_equal_ranks_is_the_top_cause() -> None:
+    log = "    ds = load_from_disk(args.data, keep_in_memory=True)\n" + _ranks_report([150_000] * 4)
+    d = _diag(log)
+    top = d.causes[0]
+    assert top.id == "keep_in_memory_duplication"
+    assert top.confidence >= 0.8
+    assert any("4 processes named python3" in r for r in top.reasons)
+    assert {e.line for e in top.evidence} >= {1}  # the keep_in_memory line is cited
+    assert "load_from_disk(path)" in top.fix
+
+
+def test_no_hint_no_claim() -> None:
+    d = _diag(_ranks_report([150_000] * 4))
+    assert [c.id for c in d.causes] == ["unknown"]
+    assert d.causes[0].confidence == 0.0
+
+
+def test_manager_cache_from_broken_pipes() -> None:
+    log = "BrokenPipeError: [Errno 32] Broken pipe\n" + _ranks_report([40_000, 40_000, 300_000], victim=2)
+    d = _diag(log)
+    assert d.causes[0].id == "manager_cache"
+
+
+def test_prefetch_and_pin_memory() -> None:
+    log = "DataLoader(ds, batch_size=256, num_workers=8, pin_memory=True, prefetch_factor=32)\n" + _ranks_report(
+        [200_000, 60_000]
+    )
+    d = _diag(log)
+    assert d.causes[0].id == "pin_memory_prefetch"
+    assert any("prefetch_factor is 32" in r for r in d.causes[0].reasons)
+
+
+def test_another_program_took_the_memory(tmp_path: Path) -> None:
+    log = "\n".join([HEADER, TABLE, _row(10, 9_000_000, "mysqld"), _row(11, 50_000), _kill(10, 36_000_000, "mysqld")])
+    d = _diag(log + "\n")
+    assert d.causes[0].id == "other_process"
+    assert any("mysqld" in r for r in d.causes[0].reasons)
+
+
+def test_cuda_fragmentation_vs_plain_gpu_oom() -> None:
+    frag = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.15 GiB of which 1.25 GiB is free. Including non-PyTorch memory, this process has 77.89 GiB memory in use. "
+        "Of the allocated memory 60.01 GiB is allocated by PyTorch, and 16.23 GiB is reserved by PyTorch but unallocated."
+    )
+    assert [c.id for c in _diag(frag + "\n").causes] == ["cuda_fragmentation"]
+    plain = frag.replace("16.23 GiB is reserved", "0.23 GiB is reserved")
+    assert [c.id for c in _diag(plain + "\n").causes] == ["gpu_memory_exceeded"]
+
+
+def test_no_cause_without_a_memory_verdict() -> None:
+    d = _diag("keep_in_memory=True\nepoch 1 loss 0.1\n")
+    assert (d.verdict, d.causes) == ("no_oom_evidence", ())
+
+
+def test_lint_rejects_cause_with_unknown_fact(tmp_path: Path) -> None:
+    (tmp_path / "causes.yaml").write_text(
+        "causes:\n  - id: cpu_offload\n    title: t\n    when: {fact: hints.no_such_hint, gt: 0}\n"
+        "    mechanism: m\n    fix: f\n    confirm: c\n"
+    )
+    errors = [str(e) for e in lint(load_rules([tmp_path]))]
+    assert any("causes.yaml:2: cpu_offload: unknown fact 'hints.no_such_hint'" in e for e in errors)
