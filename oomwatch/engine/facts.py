@@ -23,6 +23,7 @@ FACTS: dict[str, str] = {
     "kernel.reports": "kernel OOM-killer reports found (with or without a kill line)",
     "kernel.kills": "kernel reports that name a killed process",
     "kernel.global_kills": "kills by the global OOM killer (constraint none/cpuset/mempolicy)",
+    "kernel.unknown_kills": "kills whose report does not say global or memory cgroup (a lone kill line)",
     "kernel.memcg_kills": "kills because a memory cgroup hit its limit (CONSTRAINT_MEMCG)",
     "kernel.memcg_reports": "reports (killed or not) that name a memory cgroup limit",
     "kernel.manual_kills": "kills forced by SysRq-f (moom_callback), not by memory pressure",
@@ -56,6 +57,12 @@ FACTS: dict[str, str] = {
     "tasks.victim_vs_peers": "victim's RSS / median RSS of the other processes with its name",
     "tasks.workers_count": "DataLoader workers (pt_data_worker) in the task table",
     "tasks.workers_rss_bytes": "RSS of the DataLoader workers together",
+    "tasks.workers_vs_parent": (
+        "median worker's anonymous RSS / the parent Python process's (>1.3: workers allocated their own)"
+    ),
+    "log.host_memory_growth": (
+        "last / first host-memory figure the log itself prints (rss=, RAM:), per rank; the largest"
+    ),
     "tasks.python_rss_share": "share of the task table's RSS held by Python/torch processes",
     "tasks.peers_share_of_capacity": "peers' RSS / the cgroup limit (memcg) or MemTotal (global)",
     "host.mem_total_bytes": "RAM of the host, from the report's Mem-Info (pages RAM)",
@@ -91,7 +98,8 @@ def compute_facts(
     facts["kernel.reports"] = len(reports)
     facts["kernel.kills"] = len(kills)
     facts["kernel.memcg_kills"] = sum(1 for r in kills if r.constraint == "memcg")
-    facts["kernel.global_kills"] = len(kills) - facts["kernel.memcg_kills"]
+    facts["kernel.global_kills"] = sum(1 for r in kills if r.constraint in ("global", "cpuset", "mempolicy"))
+    facts["kernel.unknown_kills"] = len(kills) - facts["kernel.memcg_kills"] - facts["kernel.global_kills"]
     facts["kernel.memcg_reports"] = sum(1 for r in reports if r.constraint == "memcg")
     facts["kernel.manual_kills"] = sum(1 for r in kills if r.manual)
     facts["victims.count"] = len(victims)
@@ -113,7 +121,14 @@ def compute_facts(
     facts["victim.rank"] = first.rank if first else None
     facts.update(_launcher(events))
     facts.update(_hints(events, hints))
+    facts["log.host_memory_growth"] = _memory_growth(events)
     facts.update(task_facts(primary_report(reports, first), first.pid if first else None))
+    if facts["tasks.workers_vs_parent"] is None:  # the parent may be gone from the victim's report
+        for rep in reports:
+            ratio = task_facts(rep, None)["tasks.workers_vs_parent"]
+            if ratio is not None:
+                facts["tasks.workers_vs_parent"] = ratio
+                break
     return facts
 
 
@@ -138,6 +153,19 @@ def _launcher(events: Sequence[Event]) -> dict[str, Any]:
             if ev.kind == "sigkill":
                 killed.add(rank)
     return {"launcher.ranks_failed": len(failed), "launcher.ranks_killed": len(killed)}
+
+
+def _memory_growth(events: Sequence[Event]) -> float | None:
+    """How much the memory figures a job prints about itself grew (last / first), per series
+    (file and rank); None with fewer than three figures in every series."""
+    series: dict[tuple[str, str], list[int]] = {}
+    for ev in events:
+        if ev.kind == "hint" and ev.fields.get("hint") == "host_memory":
+            size = parse_size(ev.fields.get("value"), ev.fields.get("unit") or "M")
+            if size:
+                series.setdefault((ev.line.file, ev.fields.get("who", "")), []).append(size)
+    growth = [values[-1] / values[0] for values in series.values() if len(values) >= 3]
+    return max(growth) if growth else None
 
 
 def _hints(events: Sequence[Event], hints: Iterable[str]) -> dict[str, Any]:

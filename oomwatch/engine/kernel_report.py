@@ -42,6 +42,15 @@ KERNEL_ANCHORS: tuple[str, ...] = (
     "tgid total_vm",  # the task table's header, every version
     "Memory cgroup stats for",  # printed only in a memory cgroup's OOM report
     "memory+swap: usage",
+    "oom_kill_process",  # in the OOM killer's call trace (when the header was cut off)
+)
+# call-trace functions on the path of a memory cgroup's OOM, never of the global one
+_MEMCG_TRACE = (
+    "mem_cgroup_out_of_memory",
+    "mem_cgroup_oom",
+    "try_charge_memcg",
+    "mem_cgroup_try_charge",
+    " try_charge+",
 )
 
 _MAX_TEXT = 4096  # printk lines are < 1 KiB; longer text is cut before matching
@@ -289,6 +298,9 @@ class KernelReportAssembler:
             elif s.startswith(("Memory cgroup stats for ", "memory+swap: usage ", "memory: usage ")):
                 cur = self._start(line, key)  # a memory cgroup's OOM report, its start cut off
                 cur.set_constraint("memcg", 1)
+            elif "oom_kill_process" in s or s.startswith("Out of memory and no killable processes"):
+                cur = self._start(line, key)  # the OOM killer's call trace, its header cut off
+                cur.add_evidence(line)
             else:
                 return None
         return self._on_body(line, s, cur)
@@ -376,7 +388,7 @@ class KernelReportAssembler:
             if pid is not None:
                 cur.trigger_pid = pid
                 return cur
-        if "mem_cgroup_out_of_memory" in s or "mem_cgroup_oom_synchronize" in s:
+        if any(fn in s for fn in _MEMCG_TRACE):
             cur.set_constraint("memcg", 1)  # only a memory cgroup's OOM path calls these
             return cur
         if "moom_callback" in s:

@@ -42,6 +42,7 @@ def task_facts(rep: OomReport | None, victim_pid: int | None) -> dict[str, Any]:
         "tasks.victim_vs_peers": None,
         "tasks.workers_count": None,
         "tasks.workers_rss_bytes": None,
+        "tasks.workers_vs_parent": None,
         "tasks.python_rss_share": None,
         "tasks.peers_share_of_capacity": None,
         "victim.share_of_capacity": None,
@@ -80,11 +81,28 @@ def task_facts(rep: OomReport | None, victim_pid: int | None) -> dict[str, Any]:
             "tasks.victim_vs_peers": row_rss(ref) / median(others) if others and median(others) else None,
             "tasks.workers_count": len(workers),
             "tasks.workers_rss_bytes": sum(row_rss(r) for r in workers),
+            "tasks.workers_vs_parent": _workers_vs_parent(rows, workers),
             "tasks.python_rss_share": sum(row_rss(r) for r in rows if _pythonish(r.name)) / total if total else None,
             "tasks.peers_share_of_capacity": sum(peer_sizes) / capacity if capacity else None,
         }
     )
     return facts
+
+
+def _anon(row: TaskRow) -> int:
+    """Anonymous RSS where the table has it (>= 6.x `rss_anon`), else the whole RSS."""
+    return row.anon_rss_bytes if row.anon_rss_bytes is not None else row_rss(row)
+
+
+def _workers_vs_parent(rows: list[TaskRow], workers: list[TaskRow]) -> float | None:
+    """Median DataLoader worker's (anonymous) memory / its parent's, the biggest other Python
+    process. Forked workers share the parent's pages: about 1.0 or less when they only touched
+    them (copy-on-write defeat approaches it), well above 1.0 when they allocated their own."""
+    parents = [r for r in rows if r not in workers and _pythonish(r.name)]
+    if not workers or not parents:
+        return None
+    parent = max(parents, key=_anon)
+    return _ratio(median(_anon(r) for r in workers), _anon(parent))
 
 
 def _ratio(a: float, b: float) -> float | None:
