@@ -37,8 +37,12 @@ FACTS: dict[str, str] = {
     "swap.total_bytes": "swap size stated by free/meminfo lines",
     "swap.used_ratio": "swap used / total as stated by free/meminfo lines (largest seen)",
     "order.cuda_oom_before_kill": "a CUDA OOM line comes before the first kernel kill in the same file",
-    "cuda.reserved_unallocated_bytes": "reserved but unallocated GPU memory from a torch 2.x CUDA OOM",
+    "cuda.reserved_unallocated_bytes": "reserved but unallocated GPU memory (2.x says it; 1.x: reserved - allocated)",
     "cuda.tried_bytes": "the allocation a CUDA OOM failed on (largest seen)",
+    "cuda.total_bytes": "the GPU's total capacity, from a CUDA OOM message",
+    "cuda.allocated_bytes": "memory allocated by PyTorch, from a CUDA OOM message",
+    "cuda.free_bytes": "free GPU memory, from a CUDA OOM message",
+    "cuda.reserved_bytes": "memory reserved by PyTorch's caching allocator (torch 1.x wording)",
     "cuda.fragmented": "reserved-but-unallocated GPU memory exceeded the failed request (fragmentation)",
     "victim.name": "kernel name (comm) of the first victim",
     "victim.rank": "rank of the first victim, when a launcher named it",
@@ -113,8 +117,10 @@ def compute_facts(
     facts["log.has_kernel_log"] = share >= 0.5
     facts.update(_swap(events))
     facts["order.cuda_oom_before_kill"] = _cuda_first(reports, events)
-    facts["cuda.reserved_unallocated_bytes"] = _max_size(events, "cuda_oom", "reserved_unallocated")
+    facts["cuda.reserved_unallocated_bytes"] = _reserved_unallocated(events)
     facts["cuda.tried_bytes"] = _max_size(events, "cuda_oom", "tried")
+    for name in ("total", "allocated", "free", "reserved"):
+        facts[f"cuda.{name}_bytes"] = _max_size(events, "cuda_oom", name)
     unalloc, tried = facts["cuda.reserved_unallocated_bytes"], facts["cuda.tried_bytes"]
     facts["cuda.fragmented"] = unalloc > tried if unalloc is not None and tried is not None else None
     facts["victim.name"] = first.name if first else None
@@ -214,6 +220,22 @@ def _cuda_first(reports: Sequence[OomReport], events: Sequence[Event]) -> bool |
             if rep.file == ev.line.file and ev.line.no < rep.first_line:
                 return True
     return False
+
+
+def _reserved_unallocated(events: Sequence[Event]) -> int | None:
+    """Reserved-but-unallocated GPU memory: said by torch 2.x, reserved - allocated in 1.x."""
+    best: int | None = None
+    for ev in events:
+        if ev.kind != "cuda_oom":
+            continue
+        value = parse_size(ev.fields.get("reserved_unallocated"))
+        if value is None:
+            reserved, allocated = parse_size(ev.fields.get("reserved")), parse_size(ev.fields.get("allocated"))
+            if reserved is not None and allocated is not None:
+                value = max(reserved - allocated, 0)
+        if value is not None:
+            best = value if best is None else max(best, value)
+    return best
 
 
 def _max_size(events: Sequence[Event], kind: str, field: str) -> int | None:

@@ -97,3 +97,16 @@ def test_lint_rejects_cause_with_unknown_fact(tmp_path: Path) -> None:
     )
     errors = [str(e) for e in lint(load_rules([tmp_path]))]
     assert any("causes.yaml:2: cpu_offload: unknown fact 'hints.no_such_hint'" in e for e in errors)
+
+
+def test_torch1_fragmentation_from_reserved_minus_allocated() -> None:
+    msg = (
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; "
+        "10.53 GiB already allocated; 11.75 MiB free; 14.70 GiB reserved in total by PyTorch)"
+    )
+    d = _diag(msg + "\n")
+    assert d.facts["cuda.tried_bytes"] == 20 << 20
+    assert d.facts["cuda.total_bytes"] == round(15.78 * 2**30)
+    assert [c.id for c in d.causes] == ["cuda_fragmentation"]
+    tight = msg.replace("10.53 GiB already allocated", "14.69 GiB already allocated")
+    assert [c.id for c in _diag(tight + "\n").causes] == ["gpu_memory_exceeded"]
