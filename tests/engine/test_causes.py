@@ -68,7 +68,9 @@ def test_prefetch_and_pin_memory() -> None:
 
 
 def test_another_program_took_the_memory(tmp_path: Path) -> None:
-    log = "\n".join([HEADER, TABLE, _row(10, 9_000_000, "mysqld"), _row(11, 50_000), _kill(10, 36_000_000, "mysqld")])
+    log = "\n".join(
+        [HEADER, TABLE, _row(10, 9_000_000, "mysqld"), _row(11, 1_500_000), _kill(10, 36_000_000, "mysqld")]
+    )
     d = _diag(log + "\n")
     assert d.causes[0].id == "other_process"
     assert any("mysqld" in r for r in d.causes[0].reasons)
@@ -110,3 +112,11 @@ def test_torch1_fragmentation_from_reserved_minus_allocated() -> None:
     assert [c.id for c in d.causes] == ["cuda_fragmentation"]
     tight = msg.replace("10.53 GiB already allocated", "14.69 GiB already allocated")
     assert [c.id for c in _diag(tight + "\n").causes] == ["gpu_memory_exceeded"]
+
+
+def test_no_training_job_no_other_process_claim() -> None:
+    """A database killed on a host with no Python processes: nothing says why (not 'another process')."""
+    log = "\n".join(
+        [HEADER, TABLE, _row(10, 9_000_000, "mysqld"), _row(12, 2_000, "sshd"), _kill(10, 36_000_000, "mysqld")]
+    )
+    assert [c.id for c in _diag(log + "\n").causes] == ["unknown"]
