@@ -1,0 +1,133 @@
+"""Find the memory cgroup of a process: ``/proc/self/mountinfo`` (Documentation/filesystems/proc.rst,
+"mountinfo") says where the hierarchies are mounted, ``/proc/PID/cgroup`` (man 7 cgroups) says
+where the process sits in each.
+
+Samples::
+
+    35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+    4:memory:/process_api/4b1437077037b65564293ec702d547b2
+
+Hosts are v1, v2, or hybrid (both mounted; the memory controller on one of them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from oomwatch.paths import HostPaths
+from oomwatch.procfs import process_files
+
+HOST_CGROUP_ROOT = PurePosixPath("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class CgroupMount:
+    version: int  # 1 or 2
+    root: str  # the path inside the hierarchy that is mounted (field 4; "/" unless in a namespace)
+    mount_point: str
+    controllers: frozenset[str]  # v1: from the super options; v2: empty (see cgroup.controllers)
+
+
+@dataclass(frozen=True)
+class CgroupMembership:
+    hierarchy_id: int | None
+    controllers: frozenset[str]
+    path: str
+
+
+@dataclass(frozen=True)
+class MemoryCgroup:
+    version: int
+    directory: Path  # holds memory.* files (v1 memory hierarchy, or v2 with the memory controller)
+    v2_directory: Path | None  # the v2 directory (memory.pressure lives there, even on hybrid hosts)
+
+
+def _unescape(field: str) -> str:
+    # mountinfo octal-escapes space, tab, newline and backslash
+    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+
+
+def parse_mountinfo(text: str) -> list[CgroupMount]:
+    mounts = []
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        if not sep:
+            continue
+        lf, rf = left.split(), right.split()
+        if len(lf) < 5 or len(rf) < 3:
+            continue
+        fstype, superopts = rf[0], rf[2]
+        if fstype == "cgroup2":
+            mounts.append(CgroupMount(2, _unescape(lf[3]), _unescape(lf[4]), frozenset()))
+        elif fstype == "cgroup":
+            opts = frozenset(superopts.split(","))
+            mounts.append(CgroupMount(1, _unescape(lf[3]), _unescape(lf[4]), opts))
+    return mounts
+
+
+def parse_proc_cgroup(text: str) -> list[CgroupMembership]:
+    out = []
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hid = int(parts[0]) if parts[0].isdigit() else None
+        controllers = frozenset(c for c in parts[1].split(",") if c)
+        out.append(CgroupMembership(hid, controllers, parts[2]))
+    return out
+
+
+def memory_mounts(mounts: list[CgroupMount]) -> tuple[CgroupMount | None, CgroupMount | None]:
+    """(the v1 memory hierarchy mount, the v2 mount); either may be None, both exist on hybrid hosts."""
+    v1 = next((m for m in mounts if m.version == 1 and "memory" in m.controllers), None)
+    v2 = next((m for m in mounts if m.version == 2), None)
+    return v1, v2
+
+
+def host_dir(paths: HostPaths, mount: CgroupMount, cgroup_path: str) -> Path:
+    """The directory for ``cgroup_path`` under ``mount``, rebased onto ``paths.cgroup``."""
+    rel = PurePosixPath(cgroup_path)
+    root = PurePosixPath(mount.root)
+    if root != PurePosixPath("/") and rel.is_relative_to(root):
+        rel = rel.relative_to(root)
+    mount_point = PurePosixPath(mount.mount_point)
+    if mount_point.is_relative_to(HOST_CGROUP_ROOT):
+        base = paths.cgroup / mount_point.relative_to(HOST_CGROUP_ROOT)
+    else:
+        base = Path(mount_point)
+    return base.joinpath(*[p for p in rel.parts if p != "/"])
+
+
+def memory_cgroup_of(
+    paths: HostPaths,
+    mounts: list[CgroupMount],
+    membership: list[CgroupMembership],
+    v2_controllers: frozenset[str],
+) -> MemoryCgroup | None:
+    """Pure: where a process's memory files are. ``v2_controllers`` is the v2 root's cgroup.controllers."""
+    v1_mount, v2_mount = memory_mounts(mounts)
+    v1_line = next((m for m in membership if "memory" in m.controllers), None)
+    v2_line = next((m for m in membership if m.hierarchy_id == 0 and not m.controllers), None)
+    v2_dir = host_dir(paths, v2_mount, v2_line.path) if v2_mount and v2_line else None
+    if v1_mount and v1_line:
+        return MemoryCgroup(1, host_dir(paths, v1_mount, v1_line.path), v2_dir)
+    if v2_dir is not None and "memory" in v2_controllers:
+        return MemoryCgroup(2, v2_dir, v2_dir)
+    return None
+
+
+def find_memory_cgroup(paths: HostPaths, pid: int) -> MemoryCgroup | None:
+    """Read mountinfo, /proc/PID/cgroup and the v2 root's cgroup.controllers; raises ProcessGone."""
+    mounts = parse_mountinfo((paths.proc / "self" / "mountinfo").read_text())
+    with process_files(pid):
+        membership = parse_proc_cgroup((paths.proc / str(pid) / "cgroup").read_text())
+    _, v2_mount = memory_mounts(mounts)
+    controllers: frozenset[str] = frozenset()
+    if v2_mount is not None:
+        try:
+            text = (host_dir(paths, v2_mount, "/") / "cgroup.controllers").read_text()
+            controllers = frozenset(text.split())
+        except OSError:
+            pass
+    return memory_cgroup_of(paths, mounts, membership, controllers)
