@@ -1,0 +1,163 @@
+"""Discovery: which processes belong to which training job, and in what role.
+
+:func:`snapshot` reads ``/proc`` (thin, through the procfs readers); :func:`classify` is pure.
+Roles come from :mod:`oomwatch.agent.roles`. Jobs:
+
+- a *tree* is a process with a training role (launcher, rank, dataloader_worker, manager, or the
+  ``unknown`` parent of workers) together with its ancestors and descendants that have one too; its
+  root is the topmost of them;
+- the tree's job id is the first found, walking its members parents first, of ``TORCHELASTIC_RUN_ID``
+  (as is), ``SLURM_JOB_ID`` (``slurm-<id>``), the Kubernetes pod uid in the cgroup path
+  (``pod-<uid>``, ``_`` turned into ``-``), else ``tree-<root pid>``; trees with the same id are one job
+  (eight srun tasks of one Slurm job, say);
+- the other descendants of a tree's members join its job: python ones as ``unknown``, the rest as
+  ``other``;
+- everything else has no job and the role ``other`` (a lone python without RANK and without workers
+  included: nothing tells it is training).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from oomwatch.agent.roles import ProcInfo, assign_roles, is_python
+from oomwatch.cgroupfs.detect import parse_proc_cgroup
+from oomwatch.paths import HostPaths
+from oomwatch.procfs import ProcessGone, process_files
+from oomwatch.procfs.cmdline import read_cmdline
+from oomwatch.procfs.environ import read_environ
+from oomwatch.procfs.stat import read_stat
+
+__all__ = ["Member", "ProcInfo", "classify", "pod_uid", "snapshot"]
+
+# cgroupfs driver: /kubepods/burstable/pod1b2c…-…/<container>; systemd driver:
+# /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c…_…_….slice/cri-containerd-….scope
+_HEX = "[0-9a-fA-F]"
+_UUID = rf"{_HEX}{{8}}[-_]{_HEX}{{4}}[-_]{_HEX}{{4}}[-_]{_HEX}{{4}}[-_]{_HEX}{{12}}"
+_POD_UID = re.compile(rf"kubepods.*?pod({_UUID}|{_HEX}{{32}})(?!{_HEX})")  # static pods: 32 hex, no dashes
+
+
+@dataclass(frozen=True)
+class Member:
+    pid: int
+    role: str
+    job: str | None
+    rank: int | None  # from RANK; a worker or manager carries the rank it serves
+    local_rank: int | None
+
+
+def pod_uid(cgroup: str | None) -> str | None:
+    """The Kubernetes pod uid in a cgroup path, with ``-`` separators; None outside kubepods."""
+    if not cgroup:
+        return None
+    m = _POD_UID.search(cgroup)
+    return m.group(1).replace("_", "-").lower() if m else None
+
+
+def _own_key(p: ProcInfo) -> tuple[int, str] | None:
+    """(priority, job id): an elastic run id first, then the Slurm job, then the pod."""
+    if p.env.get("TORCHELASTIC_RUN_ID"):
+        return 0, p.env["TORCHELASTIC_RUN_ID"]
+    if p.env.get("SLURM_JOB_ID"):
+        return 1, f"slurm-{p.env['SLURM_JOB_ID']}"
+    uid = pod_uid(p.cgroup)
+    return (2, f"pod-{uid}") if uid else None
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def classify(procs: Sequence[ProcInfo]) -> list[Member]:
+    """One Member per process, in the order given. Pure and deterministic."""
+    by_pid = {p.pid: p for p in procs}
+    roles = assign_roles(procs)
+
+    def root_of(pid: int) -> int:
+        seen = {pid}
+        while (ppid := by_pid[pid].ppid) in roles and ppid not in seen:
+            seen.add(ppid)
+            pid = ppid
+        return pid
+
+    trees: dict[int, list[ProcInfo]] = {}
+    for p in procs:  # members parents first within a tree: sorted by start time, then pid
+        if p.pid in roles:
+            trees.setdefault(root_of(p.pid), []).append(p)
+    jobs: dict[int, str] = {}
+    for root, members in trees.items():
+        members.sort(key=lambda m: (m.start_time or 0, m.pid))
+        keys = [k for k in (_own_key(m) for m in members) if k is not None]
+        best = min(keys, key=lambda k: k[0], default=None)  # min keeps the first of the best kind
+        for m in members:
+            jobs[m.pid] = best[1] if best is not None else f"tree-{root}"
+
+    out = []
+    for p in procs:
+        job, role = jobs.get(p.pid), roles.get(p.pid)
+        if job is None:
+            job = _ancestor_job(p, by_pid, jobs)
+        if role is None:
+            role = "other" if job is None or not is_python(p) else "unknown"
+        ranked = role in ("rank", "dataloader_worker", "manager")
+        rank = _int(p.env.get("RANK")) if ranked else None
+        local_rank = _int(p.env.get("LOCAL_RANK")) if ranked else None
+        out.append(Member(p.pid, role, job, rank, local_rank))
+    return out
+
+
+def _ancestor_job(p: ProcInfo, by_pid: dict[int, ProcInfo], jobs: dict[int, str]) -> str | None:
+    seen = {p.pid}
+    pid = p.ppid
+    while pid in by_pid and pid not in seen:
+        if pid in jobs:
+            return jobs[pid]
+        seen.add(pid)
+        pid = by_pid[pid].ppid
+    return None
+
+
+def _cgroup_path(paths: HostPaths, pid: int) -> str | None:
+    """The v2 path of /proc/PID/cgroup, else the v1 memory one, else the first; None when unreadable."""
+    try:
+        with process_files(pid):
+            lines = parse_proc_cgroup((paths.proc / str(pid) / "cgroup").read_text(errors="replace"))
+    except (OSError, ProcessGone):
+        return None
+    line = next((m for m in lines if m.hierarchy_id == 0 and not m.controllers), None)
+    line = line or next((m for m in lines if "memory" in m.controllers), None) or (lines[0] if lines else None)
+    return line.path if line else None
+
+
+def snapshot(paths: HostPaths) -> list[ProcInfo]:
+    """Every process visible under ``paths.proc``, sorted by pid. Vanished processes are skipped;
+    an unreadable or empty cmdline/environ (kernel thread, zombie, fresh exec, another user's process
+    without CAP_SYS_PTRACE) is left empty."""
+    out = []
+    for name in os.listdir(paths.proc):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        try:
+            stat = read_stat(paths, pid)
+            argv: list[str] = []
+            env: dict[str, str] = {}
+            with contextlib.suppress(PermissionError, ProcessGone):  # stat proved it was there
+                argv = read_cmdline(paths, pid)
+            with contextlib.suppress(PermissionError, ProcessGone):  # stat proved it was there
+                env = read_environ(paths, pid)
+            cgroup = _cgroup_path(paths, pid)
+        except ProcessGone:
+            continue
+        except OSError:  # e.g. ESRCH surfacing as another errno on some kernels: treat as gone
+            continue
+        out.append(ProcInfo(pid, stat.ppid or 0, stat.comm or "", tuple(argv), env, cgroup, stat.starttime))
+    out.sort(key=lambda p: p.pid)
+    return out
