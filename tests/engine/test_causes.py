@@ -52,10 +52,19 @@ def test_no_hint_no_claim() -> None:
     assert d.causes[0].confidence == 0.0
 
 
-def test_manager_cache_from_broken_pipes() -> None:
-    log = "BrokenPipeError: [Errno 32] Broken pipe\n" + _ranks_report([40_000, 40_000, 300_000], victim=2)
+def test_manager_cache_from_a_manager_traceback() -> None:
+    log = (
+        '  File "/usr/lib/python3.10/multiprocessing/managers.py", line 817, in _callmethod\n'
+        "BrokenPipeError: [Errno 32] Broken pipe\n" + _ranks_report([40_000, 40_000, 300_000], victim=2)
+    )
     d = _diag(log)
     assert d.causes[0].id == "manager_cache"
+    assert d.causes[0].confidence >= 0.8
+
+
+def test_broken_pipes_alone_do_not_claim_a_manager() -> None:
+    log = "BrokenPipeError: [Errno 32] Broken pipe\n" + _ranks_report([40_000, 40_000, 300_000], victim=2)
+    assert "manager_cache" not in [c.id for c in _diag(log).causes]
 
 
 def test_prefetch_and_pin_memory() -> None:
