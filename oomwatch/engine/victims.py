@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oomwatch.engine.model import Event, Evidence, OomReport, Victim
+from oomwatch.engine.model import Event, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES, role_for
 
 # event kinds that name a process that was killed (not merely a failure summary)
@@ -150,7 +150,3 @@ _SOURCES = {
     "bus_error": "pytorch",
     "exit_137": "log",
 }
-
-
-def first_evidence(victim: Victim) -> Evidence | None:
-    return victim.evidence[0] if victim.evidence else None
