@@ -17,12 +17,13 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from oomwatch.kmsg import KmsgRecord, parse_kmsg_record
+from oomwatch.kmsg import kmsg_records as _kmsg_records
 
 V1_ROOT = Path("/sys/fs/cgroup/memory")
 KMSG = "/dev/kmsg"
-
 __all__ = [
     "V1_ROOT",
     "KmsgRecord",
@@ -170,86 +171,9 @@ def enter(cg: Path) -> None:
 # --------------------------------------------------------------------------- /dev/kmsg
 
 
-@dataclass(frozen=True)
-class KmsgRecord:
-    """One ``/dev/kmsg`` record: ``prefix,seq,usec,flags[,...];text`` plus dictionary lines."""
-
-    prefix: int  # syslog prefix: facility * 8 + level
-    seq: int
-    usec: int  # monotonic time in microseconds, as dmesg shows it
-    flags: str
-    text: str  # the message as /dev/kmsg escapes it (non-printable bytes as \xNN)
-    raw: bytes = field(repr=False)  # the record exactly as read, without the final newline
-
-    @property
-    def level(self) -> int:
-        """The syslog level (0 emerg .. 7 debug)."""
-        return self.prefix & 7
-
-    def dmesg_line(self) -> str:
-        """The record as plain ``dmesg`` prints it: ``[ seconds.micros] text``."""
-        text = _kmsg_unescape(self.text)
-        return f"[{self.usec // 1_000_000:5d}.{self.usec % 1_000_000:06d}] {text}"
-
-
-def _kmsg_unescape(text: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        if text.startswith("\\x", i) and i + 4 <= len(text):
-            try:
-                out.append(chr(int(text[i + 2 : i + 4], 16)))
-                i += 4
-                continue
-            except ValueError:
-                pass
-        out.append(text[i])
-        i += 1
-    return "".join(out)
-
-
-def parse_kmsg_record(data: bytes) -> KmsgRecord | None:
-    """One record as read from ``/dev/kmsg`` (or a line of a saved kmsg.txt), or None."""
-    head, sep, body = data.partition(b";")
-    if not sep:
-        return None
-    fields = head.split(b",")
-    if len(fields) < 3:
-        return None
-    try:
-        prefix, seq, usec = int(fields[0]), int(fields[1]), int(fields[2])
-    except ValueError:
-        return None
-    flags = fields[3].decode("ascii", "replace") if len(fields) > 3 else ""
-    text = body.split(b"\n", 1)[0].decode("utf-8", "replace")
-    return KmsgRecord(prefix, seq, usec, flags, text, data.rstrip(b"\n"))
-
-
 def kmsg_records(after: int = -1) -> list[KmsgRecord]:
-    """Every record now in the kernel ring buffer with a sequence number above ``after``.
-
-    Non-blocking; a record overwritten while we read (EPIPE) is skipped and reading goes on.
-    """
-    out: list[KmsgRecord] = []
-    fd = os.open(KMSG, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        while True:
-            try:
-                data = os.read(fd, 8192)
-            except BlockingIOError:
-                break
-            except OSError as e:
-                if e.errno == errno.EPIPE:
-                    continue
-                raise
-            if not data:
-                break
-            rec = parse_kmsg_record(data)
-            if rec is not None and rec.seq > after:
-                out.append(rec)
-    finally:
-        os.close(fd)
-    return out
+    """Every record now in the kernel ring buffer with a sequence number above ``after``."""
+    return _kmsg_records(after, Path(KMSG))
 
 
 def read_kmsg(after: int = -1) -> list[tuple[int, bytes]]:

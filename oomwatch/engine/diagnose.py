@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from oomwatch.engine.causes import rank_causes
 from oomwatch.engine.diagnosis import Diagnosis
@@ -16,10 +16,14 @@ from oomwatch.engine.victims import build_victims
 MAX_EVIDENCE = 8
 
 
-def diagnose(scans: Sequence[ScanResult], rules: RuleSet) -> Diagnosis:
+def diagnose(
+    scans: Sequence[ScanResult], rules: RuleSet, known: Mapping[int, tuple[str, int | None]] | None = None
+) -> Diagnosis:
+    """``known``: pid → (role, rank) seen live (``oomwatch run``'s samples); without it roles are
+    inferred from names and launcher lines."""
     events = [ev for s in scans for ev in s.events]
     reports = [r for s in scans for r in s.reports]
-    victims = build_victims(reports, events)
+    victims = build_victims(reports, events, known)
     facts = compute_facts(
         reports, events, victims, [s.kernel_share for s in scans], rules.events, hint_names(rules.fingerprints)
     )

@@ -7,7 +7,7 @@ line names worker pids. Both are merged into the kernel victim with the same pid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from oomwatch.engine.model import Event, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES, role_for
@@ -60,9 +60,13 @@ def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int
     return ranks, workers
 
 
-def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list[Victim]:
-    """Victims, training processes first, then in order of appearance; one per pid."""
+def build_victims(
+    reports: Sequence[OomReport], events: Sequence[Event], known: Mapping[int, tuple[str, int | None]] | None = None
+) -> list[Victim]:
+    """Victims, training processes first, then in order of appearance; one per pid. ``known`` maps
+    pids to (role, rank) seen live by the agent (``oomwatch run``): that beats any guess from names."""
     ranks, workers = linked_pids(events)
+    known = known or {}
     victims: list[Victim] = []
     seen: set[tuple[str, int]] = set()
     for rep in reports:
@@ -79,8 +83,8 @@ def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list
             Victim(
                 pid=pid,
                 name=name,
-                role=role_for(name, pid, ranks, workers),
-                rank=ranks.get(pid),
+                role=known[pid][0] if pid in known else role_for(name, pid, ranks, workers),
+                rank=known[pid][1] if pid in known else ranks.get(pid),
                 anon_rss_bytes=rep.anon_rss_bytes,
                 file_rss_bytes=rep.file_rss_bytes,
                 shmem_rss_bytes=rep.shmem_rss_bytes,
@@ -111,6 +115,8 @@ def build_victims(reports: Sequence[OomReport], events: Sequence[Event]) -> list
                 rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else _int(ev.fields.get("local_rank"))
                 if role == "unknown" and rank is not None:
                     role = "rank"
+            if pid is not None and pid in known:
+                role, rank = known[pid]
             victims.append(
                 Victim(
                     pid=pid,

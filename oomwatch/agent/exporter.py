@@ -1,0 +1,225 @@
+"""Prometheus metrics from the latest tick, on the agent's own ``CollectorRegistry``.
+
+A scrape never reads /proc: the sampler thread ticks on its interval and the collector renders the
+newest :class:`Tick` (a scrape that lands mid-tick gets the previous one, whole).
+
+Naming: ``oomwatch_`` prefix, ``_bytes`` / ``_seconds`` / ``_total`` units. Per-process labels are
+bounded to ``training_job``, ``rank``, ``local_rank``, ``role``, ``pid``, ``comm``; per-process series
+exist only for processes in training jobs plus the ``top_n`` others by RSS. The job label is called
+``training_job``: Prometheus sets a ``job`` label on every scraped series itself (the scrape job), and
+a ``job`` label from the agent would be renamed ``exported_job`` on ingestion.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from oomwatch import __version__
+from oomwatch.agent.model import ProcessSample, Tick
+
+if TYPE_CHECKING:
+    from oomwatch.procfs.pressure import Pressure
+
+PROCESS_LABELS = ["training_job", "rank", "local_rank", "role", "pid", "comm"]
+
+# (metric suffix, ProcessSample attribute, help)
+PROCESS_GAUGES = (
+    ("resident_bytes", "rss", "Resident set size (VmRSS), shared pages included: a forked worker shows its "
+     "parent's pages."),
+    ("anon_bytes", "anon", "Resident anonymous memory (RssAnon): heap, what the OOM killer frees."),
+    ("file_bytes", "file", "Resident file-backed memory (RssFile): mapped files, shared through the page cache."),
+    ("shmem_bytes", "shmem", "Resident shared memory (RssShmem): /dev/shm, tmpfs, shared anonymous mappings."),
+    ("swap_bytes", "swap", "Swapped-out anonymous memory (VmSwap)."),
+    ("resident_peak_bytes", "hwm", "Peak resident set size since the process started (VmHWM)."),
+    ("pss_bytes", "pss", "Proportional set size: each shared page divided among its sharers (smaps_rollup)."),
+    ("uss_bytes", "uss", "Unique set size: private pages only (smaps_rollup); a worker's USS rising toward its "
+     "parent's RSS is copy-on-write defeat."),
+    ("swap_pss_bytes", "swap_pss", "Proportional swap (SwapPss, smaps_rollup)."),
+    ("smaps_age_seconds", "smaps_age", "How old the pss/uss/swap_pss values are: smaps_rollup is read on a CPU "
+     "budget, large processes less often."),
+    ("gpu_memory_bytes", "gpu_memory", "GPU memory used by the process (NVML)."),
+)  # fmt: skip
+
+
+def _labels(p: ProcessSample) -> list[str]:
+    return [
+        p.job or "",
+        "" if p.rank is None else str(p.rank),
+        "" if p.local_rank is None else str(p.local_rank),
+        p.role,
+        str(p.pid),
+        p.comm,
+    ]
+
+
+def exported_processes(tick: Tick, top_n: int) -> list[ProcessSample]:
+    """Training-job processes, plus the ``top_n`` others by RSS (kernel threads and zombies never)."""
+    jobs = [p for p in tick.processes if p.in_job]
+    others = [p for p in tick.processes if not p.in_job and p.rss]
+    others.sort(key=lambda p: -(p.rss or 0))
+    return jobs + others[:top_n]
+
+
+class AgentCollector(Collector):
+    def __init__(self, top_n: int = 20, budget_fraction: float = 0.05) -> None:
+        self.tick: Tick | None = None  # replaced whole by the sampler thread
+        self.top_n = top_n
+        self.budget_fraction = budget_fraction
+        self.smaps_spent_total = 0.0
+        self.ticks_total = 0
+
+    def update(self, tick: Tick) -> None:
+        self.smaps_spent_total += tick.smaps_spent
+        self.ticks_total += 1
+        self.tick = tick
+
+    def describe(self) -> list[Metric]:
+        return []  # unchecked collector: families depend on what the host has (GPUs, cgroups)
+
+    def collect(self) -> Iterator[Metric]:
+        info = InfoMetricFamily("oomwatch_build", "The agent's version and Python.")
+        info.add_metric([], {"version": __version__, "python": platform.python_version()})
+        yield info
+        tick = self.tick
+        yield CounterMetricFamily("oomwatch_ticks", "Sampler ticks completed.", value=self.ticks_total)
+        yield CounterMetricFamily(
+            "oomwatch_smaps_spent_seconds",
+            "Time spent reading smaps_rollup (the PSS/USS budget actually used).",
+            value=self.smaps_spent_total,
+        )
+        yield GaugeMetricFamily(
+            "oomwatch_smaps_budget_ratio",
+            "The configured smaps_rollup budget, as a fraction of one CPU.",
+            value=self.budget_fraction,
+        )
+        if tick is None:
+            return
+        yield GaugeMetricFamily(
+            "oomwatch_last_tick_timestamp_seconds", "When the newest sample was taken.", value=tick.time
+        )
+        yield GaugeMetricFamily("oomwatch_tick_duration_seconds", "How long the newest tick took.", value=tick.duration)
+        ok = GaugeMetricFamily("oomwatch_collector_success", "1 if the collector succeeded in the newest tick.",
+                               labels=["collector"])  # fmt: skip
+        took = GaugeMetricFamily("oomwatch_collector_duration_seconds", "Time the collector took in the newest tick.",
+                                 labels=["collector"])  # fmt: skip
+        for r in tick.collectors:
+            ok.add_metric([r.name], 1.0 if r.ok else 0.0)
+            took.add_metric([r.name], r.duration)
+        yield ok
+        yield took
+        yield from self._processes(tick)
+        yield from self._cgroups(tick)
+        yield from self._node(tick)
+        yield from self._gpus(tick)
+
+    def _processes(self, tick: Tick) -> Iterator[Metric]:
+        exported = exported_processes(tick, self.top_n)
+        count = GaugeMetricFamily("oomwatch_processes", "Processes seen on the node, and those exported per process.",
+                                  labels=["kind"])  # fmt: skip
+        count.add_metric(["seen"], len(tick.processes))
+        count.add_metric(["exported"], len(exported))
+        yield count
+        for suffix, attr, doc in PROCESS_GAUGES:
+            family = GaugeMetricFamily(f"oomwatch_process_{suffix}", doc, labels=PROCESS_LABELS)
+            for p in exported:
+                value = getattr(p, attr)
+                if value is not None:
+                    family.add_metric(_labels(p), value)
+            yield family
+
+    def _cgroups(self, tick: Tick) -> Iterator[Metric]:
+        labels = ["cgroup", "training_job"]
+        gauges = {
+            "usage": ("oomwatch_cgroup_memory_usage_bytes", "Memory charged to the cgroup (page cache included)."),
+            "limit": ("oomwatch_cgroup_memory_limit_bytes", "The cgroup's own memory limit (absent: unlimited)."),
+            "effective_limit": (
+                "oomwatch_cgroup_memory_effective_limit_bytes",
+                "The smallest limit of the cgroup and its ancestors (absent: unlimited).",
+            ),
+            "peak": ("oomwatch_cgroup_memory_peak_bytes", "Peak memory charged to the cgroup."),
+            "anon": ("oomwatch_cgroup_memory_anon_bytes", "Anonymous memory in the cgroup (v2 anon, v1 total_rss)."),
+            "file": ("oomwatch_cgroup_memory_file_bytes", "Page cache in the cgroup (v2 file, v1 total_cache)."),
+            "shmem": ("oomwatch_cgroup_memory_shmem_bytes", "Shared memory and tmpfs in the cgroup."),
+            "swap": ("oomwatch_cgroup_memory_swap_bytes", "Swap used by the cgroup."),
+        }
+        families = {k: GaugeMetricFamily(n, h, labels=labels) for k, (n, h) in gauges.items()}
+        kills = CounterMetricFamily(
+            "oomwatch_cgroup_oom_kills", "Processes the kernel OOM-killed in the cgroup (v2 memory.events, "
+            "v1 memory.oom_control oom_kill).", labels=labels,
+        )  # fmt: skip
+        stall = CounterMetricFamily(
+            "oomwatch_cgroup_memory_pressure_stall_seconds",
+            "Time some / all tasks of the cgroup stalled on memory (PSI memory.pressure).",
+            labels=[*labels, "kind"],
+        )
+        for c in tick.cgroups:
+            lv = [c.path, ",".join(c.jobs)]
+            for key, family in families.items():
+                value = getattr(c, key)
+                if value is not None:
+                    family.add_metric(lv, value)
+            if c.oom_kills is not None:
+                kills.add_metric(lv, c.oom_kills)
+            _stall(stall, lv, c.pressure)
+        yield from families.values()
+        yield kills
+        yield stall
+
+    def _node(self, tick: Tick) -> Iterator[Metric]:
+        n = tick.node
+        if n is None:
+            return
+        for name, value, doc in (
+            ("oomwatch_node_memory_total_bytes", n.mem_total, "MemTotal of /proc/meminfo."),
+            ("oomwatch_node_memory_available_bytes", n.mem_available, "MemAvailable of /proc/meminfo."),
+            ("oomwatch_node_swap_total_bytes", n.swap_total, "SwapTotal of /proc/meminfo."),
+            ("oomwatch_node_swap_free_bytes", n.swap_free, "SwapFree of /proc/meminfo."),
+        ):
+            if value is not None:
+                yield GaugeMetricFamily(name, doc, value=value)
+        if n.oom_kills is not None:
+            doc = "OOM kills on the node since boot (/proc/vmstat oom_kill)."
+            yield CounterMetricFamily("oomwatch_node_oom_kills", doc, value=n.oom_kills)
+        stall = CounterMetricFamily(
+            "oomwatch_node_memory_pressure_stall_seconds",
+            "Time some / all tasks stalled on memory (/proc/pressure/memory).",
+            labels=["kind"],
+        )
+        _stall(stall, [], n.pressure)
+        yield stall
+
+    def _gpus(self, tick: Tick) -> Iterator[Metric]:
+        if not tick.gpus:
+            return
+        used = GaugeMetricFamily("oomwatch_gpu_memory_used_bytes", "GPU memory in use (NVML).",
+                                 labels=["gpu", "uuid", "name"])  # fmt: skip
+        total = GaugeMetricFamily("oomwatch_gpu_memory_total_bytes", "GPU memory in all (NVML).",
+                                  labels=["gpu", "uuid", "name"])  # fmt: skip
+        for g in tick.gpus:
+            lv = [str(g.index), g.uuid, g.name]
+            if g.used is not None:
+                used.add_metric(lv, g.used)
+            if g.total is not None:
+                total.add_metric(lv, g.total)
+        yield used
+        yield total
+
+
+def _stall(family: CounterMetricFamily, labels: list[str], pressure: Pressure | None) -> None:
+    if pressure is None:
+        return
+    for kind, line in (("some", pressure.some), ("full", pressure.full)):
+        if line is not None and line.total_us is not None:
+            family.add_metric([*labels, kind], line.total_us / 1e6)
+
+
+def registry_for(collector: AgentCollector) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry

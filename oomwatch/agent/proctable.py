@@ -1,0 +1,204 @@
+"""The live process table: one kept file descriptor on ``/proc/PID/status`` per process.
+
+Each tick lists ``/proc``, re-reads every known process's status with ``os.pread`` on its kept
+descriptor (no open/close, no path walk) and opens new ones. A kept descriptor belongs to the
+process it was opened for: once that process is gone, reading it fails with ``ESRCH``, so a PID
+reused by a new process is never read as the old one (it is dropped and tracked afresh).
+
+What is read once per process (or again when its name changes, i.e. it exec'd or renamed itself):
+``stat`` (start time), ``cmdline``, ``environ`` (only the job-identity keys, see procfs.environ),
+``cgroup``. A freshly exec'd process can show an empty cmdline/environ for a moment: those are
+re-read on the next ticks until they show up (or the process is a few seconds old).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from dataclasses import dataclass, field
+
+from oomwatch.agent.notices import Notices
+from oomwatch.agent.roles import ProcInfo
+from oomwatch.cgroupfs.detect import CgroupMembership, parse_proc_cgroup
+from oomwatch.paths import HostPaths
+from oomwatch.procfs import ProcessGone, process_files
+from oomwatch.procfs.cmdline import read_cmdline
+from oomwatch.procfs.environ import read_environ
+from oomwatch.procfs.smaps_rollup import SmapsRollup
+from oomwatch.procfs.stat import read_stat
+from oomwatch.procfs.status import Status, parse_status_bytes
+
+STATUS_READ = 8192  # status is ~1.5 KiB; a larger read costs nothing more
+RETRY_EMPTY_FOR = 5.0  # seconds: re-read an empty cmdline/environ of a new process this long
+GONE_ERRNOS = frozenset({errno.ESRCH, errno.ENOENT})
+
+
+@dataclass
+class Tracked:
+    info: ProcInfo
+    status: Status
+    membership: tuple[CgroupMembership, ...]
+    fd: int | None  # None: past the descriptor limit, status is opened each tick
+    first_seen: float
+    kernel_thread: bool
+    smaps: SmapsRollup | None = None
+    smaps_at: float | None = None
+    smaps_cost: float | None = None
+    gpu_memory: int | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class ProcessTable:
+    def __init__(self, paths: HostPaths, notices: Notices) -> None:
+        self.paths = paths
+        self.notices = notices
+        self.procs: dict[int, Tracked] = {}
+        self.changed = True  # set when a process came, went, or changed name/identity
+        self._proc = str(paths.proc)
+        self._out_of_fds = False
+
+    def close(self) -> None:
+        for t in self.procs.values():
+            self._close(t)
+        self.procs.clear()
+
+    def _close(self, t: Tracked) -> None:
+        if t.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(t.fd)
+            t.fd = None
+
+    def update(self, now: float) -> None:
+        """One tick: drop the gone, re-read the known, add the new."""
+        try:
+            names = os.listdir(self._proc)
+        except OSError as exc:
+            raise RuntimeError(f"cannot list {self._proc}: {exc.strerror}") from exc
+        seen: set[int] = set()
+        for name in names:
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            seen.add(pid)
+            t = self.procs.get(pid)
+            if t is not None:
+                if self._refresh(t, now):
+                    continue
+                self._drop(pid)  # gone (and maybe reused): track the new one afresh
+            self._add(pid, now)
+        for pid in [p for p in self.procs if p not in seen]:
+            self._drop(pid)
+
+    def _drop(self, pid: int) -> None:
+        t = self.procs.pop(pid, None)
+        if t is not None:
+            self._close(t)
+            self.changed = True
+
+    def _read_status(self, pid: int, fd: int | None) -> bytes:
+        if fd is not None:
+            return os.pread(fd, STATUS_READ, 0)
+        with open(f"{self._proc}/{pid}/status", "rb") as f:
+            return f.read(STATUS_READ)
+
+    def _refresh(self, t: Tracked, now: float) -> bool:
+        """Re-read a known process; False when it is gone."""
+        pid = t.info.pid
+        try:
+            data = self._read_status(pid, t.fd)
+        except OSError:
+            return False  # ESRCH on a kept descriptor: gone, whatever the PID now names
+        if not data:
+            return False
+        status = parse_status_bytes(data)
+        old = t.info
+        comm = status.name if status.name is not None else old.comm
+        ppid = status.ppid if status.ppid is not None else old.ppid
+        t.status = status
+        if comm != old.comm or ppid != old.ppid:
+            self.changed = True
+            argv, env = old.argv, old.env
+            if comm != old.comm:  # exec'd (new argv, environ) or renamed itself (pt_data_worker)
+                argv, env = self._argv_env(pid, old.argv, old.env)
+            t.info = ProcInfo(pid, ppid, comm, argv, env, old.cgroup, old.start_time)
+        elif not t.kernel_thread and (not old.argv or not old.env) and now - t.first_seen < RETRY_EMPTY_FOR:
+            argv, env = self._argv_env(pid, old.argv, old.env)
+            if argv != old.argv or env != old.env:
+                self.changed = True
+                t.info = ProcInfo(pid, ppid, comm, argv, env, old.cgroup, old.start_time)
+        return True
+
+    def _argv_env(self, pid: int, argv: tuple[str, ...], env: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
+        with contextlib.suppress(ProcessGone, OSError):
+            argv = tuple(read_cmdline(self.paths, pid))
+        try:
+            env = read_environ(self.paths, pid)
+        except PermissionError:
+            self.notices.say(
+                "environ",
+                f"cannot read /proc/{pid}/environ: permission denied (other users' and non-dumpable processes "
+                "need root with CAP_SYS_PTRACE); where it is denied, RANK/LOCAL_RANK are unknown and roles come "
+                "from the process tree only",
+            )
+        except (ProcessGone, OSError):
+            pass
+        return argv, env
+
+    def _open(self, pid: int) -> int | None:
+        if self._out_of_fds:
+            return None
+        try:
+            return os.open(f"{self._proc}/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                self._out_of_fds = True
+                self.notices.say(
+                    "fds",
+                    "out of file descriptors for kept /proc/PID/status handles (raise LimitNOFILE); "
+                    "opening status per tick for the rest",
+                )
+                return None
+            raise
+
+    def _add(self, pid: int, now: float) -> None:
+        try:
+            fd = self._open(pid)
+        except OSError:
+            return  # gone already (or hidden)
+        try:
+            with process_files(pid):
+                data = self._read_status(pid, fd)
+                stat = read_stat(self.paths, pid)
+        except (ProcessGone, OSError):
+            if fd is not None:
+                os.close(fd)
+            return
+        status = parse_status_bytes(data)
+        ppid = status.ppid if status.ppid is not None else (stat.ppid or 0)
+        kernel_thread = pid == 2 or ppid == 2
+        argv: tuple[str, ...] = ()
+        env: dict[str, str] = {}
+        if not kernel_thread:
+            argv, env = self._argv_env(pid, (), {})
+        membership = self._membership(pid)
+        cgroup = _cgroup_path(membership)
+        comm = status.name if status.name is not None else (stat.comm or "")
+        info = ProcInfo(pid, ppid, comm, argv, env, cgroup, stat.starttime)
+        self.procs[pid] = Tracked(info, status, membership, fd, now, kernel_thread)
+        self.changed = True
+
+    def _membership(self, pid: int) -> tuple[CgroupMembership, ...]:
+        try:
+            with process_files(pid):
+                text = (self.paths.proc / str(pid) / "cgroup").read_text(errors="replace")
+        except (ProcessGone, OSError):
+            return ()
+        return tuple(parse_proc_cgroup(text))
+
+
+def _cgroup_path(lines: tuple[CgroupMembership, ...]) -> str | None:
+    """The v2 path, else the v1 memory one, else the first (what discovery uses for pod uids)."""
+    line = next((m for m in lines if m.hierarchy_id == 0 and not m.controllers), None)
+    line = line or next((m for m in lines if "memory" in m.controllers), None) or (lines[0] if lines else None)
+    return line.path if line else None

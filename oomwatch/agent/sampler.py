@@ -1,0 +1,243 @@
+"""One agent tick: processes (status, every tick), smaps_rollup (on the CPU budget), the jobs'
+cgroups, the node, GPUs. Each collector is timed and may fail on its own without stopping the others.
+
+``subtree`` limits the processes to one process and its descendants (``oomwatch run``); they all
+count as the job ``run-<pid>`` unless discovery found a job for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from oomwatch.agent.collect import CgroupCollector, collect_node
+from oomwatch.agent.discovery import Member, classify
+from oomwatch.agent.gpu import GpuCollector
+from oomwatch.agent.model import (
+    TRAINING_ROLES,
+    CgroupSample,
+    CollectorResult,
+    GpuSample,
+    NodeSample,
+    ProcessSample,
+    Tick,
+)
+from oomwatch.agent.notices import Notices
+from oomwatch.agent.proctable import ProcessTable, Tracked
+from oomwatch.agent.pss import OUTSIDE_JOBS, PRIORITY, Candidate, SmapsBudget
+from oomwatch.cgroupfs.detect import CgroupMembership, MemoryCgroup
+from oomwatch.paths import HostPaths
+from oomwatch.procfs import ProcessGone
+from oomwatch.procfs.smaps_rollup import read_smaps_rollup
+
+log = logging.getLogger("oomwatch.agent")
+
+
+class Sampler:
+    def __init__(
+        self,
+        paths: HostPaths | None = None,
+        *,
+        pss_budget: float = 0.05,
+        top_n: int = 20,
+        subtree: int | None = None,
+        gpu: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.paths = paths or HostPaths()
+        self.notices = Notices()
+        self.table = ProcessTable(self.paths, self.notices)
+        self.budget = SmapsBudget(fraction=pss_budget)
+        self.top_n = top_n
+        self.subtree = subtree
+        self.clock = clock
+        self.cgroups = CgroupCollector(self.paths, self.notices)
+        self.gpu = GpuCollector(self.notices) if gpu else None
+        self.members: dict[int, Member] = {}
+        self._locations: dict[tuple[CgroupMembership, ...], tuple[str, MemoryCgroup] | None] = {}
+        self._results: list[CollectorResult] = []
+
+    def close(self) -> None:
+        self.table.close()
+        if self.gpu is not None:
+            self.gpu.close()
+
+    def reload(self, *, pss_budget: float | None = None, top_n: int | None = None) -> None:
+        if pss_budget is not None:
+            self.budget.fraction = pss_budget
+        if top_n is not None:
+            self.top_n = top_n
+        self.cgroups.reload()
+        self._locations.clear()
+
+    @contextmanager
+    def _collector(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        except Exception as exc:  # one collector failing must not stop the others
+            log.error("collector %s failed: %s", name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            error = f"{type(exc).__name__}: {exc}"
+            self._results.append(CollectorResult(name, False, time.perf_counter() - start, error))
+        else:
+            self._results.append(CollectorResult(name, True, time.perf_counter() - start))
+
+    def tick(self) -> Tick:
+        start = time.perf_counter()
+        now, wall = self.clock(), time.time()
+        self._results = []
+        with self._collector("processes"):
+            self.table.update(now)
+            if self.table.changed:
+                infos = sorted((t.info for t in self.table.procs.values()), key=lambda i: i.pid)
+                self.members = {m.pid: m for m in classify(infos)}
+                self.table.changed = False
+        scope = self._scope()
+        chosen = self._chosen(scope)
+        spent_before = self.budget.spent_total
+        with self._collector("smaps"):
+            self._read_smaps(now, chosen)
+        gpus: tuple[GpuSample, ...] = ()
+        if self.gpu is not None:
+            with self._collector("gpu"):
+                gpus, per_pid = self.gpu.collect()
+                for pid, t in self.table.procs.items():
+                    t.gpu_memory = per_pid.get(pid)
+        processes = tuple(self._sample(t, now) for t in scope)
+        cgroups: tuple[CgroupSample, ...] = ()
+        with self._collector("cgroups"):
+            cgroups = self.cgroups.collect(self._groups(processes))
+        node: NodeSample | None = None
+        with self._collector("node"):
+            node = collect_node(self.paths, self.notices)
+        return Tick(
+            time=wall,
+            duration=time.perf_counter() - start,
+            processes=processes,
+            cgroups=cgroups,
+            node=node,
+            gpus=gpus,
+            collectors=tuple(self._results),
+            smaps_spent=self.budget.spent_total - spent_before,
+            notices=self.notices.drain(),
+        )
+
+    def _scope(self) -> list[Tracked]:
+        procs = self.table.procs
+        if self.subtree is None:
+            return [procs[pid] for pid in sorted(procs)]
+        keep = {self.subtree} if self.subtree in procs else set()
+        children: dict[int, list[int]] = {}
+        for pid, t in procs.items():
+            children.setdefault(t.info.ppid, []).append(pid)
+        stack = list(keep)
+        while stack:
+            for child in children.get(stack.pop(), []):
+                if child not in keep:
+                    keep.add(child)
+                    stack.append(child)
+        return [procs[pid] for pid in sorted(keep)]
+
+    def _job_role(self, t: Tracked) -> tuple[str | None, str]:
+        m = self.members.get(t.info.pid)
+        job, role = (m.job, m.role) if m is not None else (None, "other")
+        if self.subtree is not None and job is None:
+            job = f"run-{self.subtree}"
+            role = role if role in TRAINING_ROLES else "unknown" if t.info.pid == self.subtree else role
+        return job, role
+
+    def _chosen(self, scope: list[Tracked]) -> list[tuple[Tracked, int]]:
+        """Processes whose smaps are worth a read, with their priority: job members, then the
+        top-N others by RSS. In ``run`` mode, the whole subtree."""
+        chosen: list[tuple[Tracked, int]] = []
+        others: list[Tracked] = []
+        for t in scope:
+            if not t.status.vm_rss:
+                continue  # kernel threads and zombies have no user memory
+            job, role = self._job_role(t)
+            if job is not None and (role in TRAINING_ROLES or self.subtree is not None):
+                chosen.append((t, PRIORITY.get(role, OUTSIDE_JOBS)))
+            else:
+                others.append(t)
+        others.sort(key=lambda t: -(t.status.vm_rss or 0))
+        chosen.extend((t, OUTSIDE_JOBS) for t in others[: self.top_n])
+        return chosen
+
+    def _read_smaps(self, now: float, chosen: list[tuple[Tracked, int]]) -> None:
+        self.budget.refill(now)
+        by_pid = {t.info.pid: t for t, _ in chosen}
+        candidates = [Candidate(t.info.pid, prio, t.status.vm_rss, t.smaps_at, t.smaps_cost) for t, prio in chosen]
+        for c in self.budget.order(now, candidates):
+            if self.budget.tokens <= 0:
+                break
+            if not self.budget.affordable(c):
+                continue
+            t = by_pid[c.pid]
+            start = time.perf_counter()
+            try:
+                rollup = read_smaps_rollup(self.paths, c.pid)
+            except ProcessGone:
+                continue
+            except PermissionError:
+                self.notices.say(
+                    "smaps",
+                    f"cannot read /proc/{c.pid}/smaps_rollup: permission denied (other users' and non-dumpable "
+                    "processes need root with CAP_SYS_PTRACE); where it is denied, PSS/USS are unknown",
+                )
+                t.smaps_at, t.smaps_cost = now, 3600.0  # do not retry every tick
+                continue
+            except OSError:
+                continue
+            cost = time.perf_counter() - start
+            self.budget.spend(cost, c.rss)
+            t.smaps, t.smaps_at, t.smaps_cost = rollup, now, cost
+
+    def _sample(self, t: Tracked, now: float) -> ProcessSample:
+        m = self.members.get(t.info.pid)
+        job, role = self._job_role(t)
+        st, sm = t.status, t.smaps
+        fresh = sm is not None and t.smaps_at is not None
+        return ProcessSample(
+            pid=t.info.pid,
+            ppid=t.info.ppid,
+            comm=t.info.comm,
+            role=role,
+            job=job,
+            rank=m.rank if m else None,
+            local_rank=m.local_rank if m else None,
+            state=st.state,
+            rss=st.vm_rss,
+            anon=st.rss_anon,
+            file=st.rss_file,
+            shmem=st.rss_shmem,
+            swap=st.vm_swap,
+            hwm=st.vm_hwm,
+            pss=sm.pss if sm else None,
+            uss=sm.uss if sm else None,
+            swap_pss=sm.swap_pss if sm else None,
+            smaps_age=(now - t.smaps_at) if fresh and t.smaps_at is not None else None,
+            cgroup=t.info.cgroup,
+            gpu_memory=t.gpu_memory,
+        )
+
+    def _groups(self, processes: tuple[ProcessSample, ...]) -> dict[str, tuple[MemoryCgroup, set[str]]]:
+        groups: dict[str, tuple[MemoryCgroup, set[str]]] = {}
+        procs = self.table.procs
+        for p in processes:
+            if p.job is None or (p.role not in TRAINING_ROLES and self.subtree is None):
+                continue
+            t = procs.get(p.pid)
+            if t is None:
+                continue
+            if len(self._locations) > 4096:  # churn: do not keep every cgroup ever seen
+                self._locations.clear()
+            if t.membership not in self._locations:
+                self._locations[t.membership] = self.cgroups.locate(t.membership)
+            found = self._locations[t.membership]
+            if found is None:
+                continue
+            path, where = found
+            groups.setdefault(path, (where, set()))[1].add(p.job)
+        return groups
