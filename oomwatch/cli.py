@@ -158,3 +158,13 @@ def rules_list(rules_dirs: tuple[Path, ...]) -> None:
     for cr in rules.causes:
         kind = "fallback" if cr.fallback else "rule"
         click.echo(f"{cr.id}\tcause\tverdicts:{','.join(cr.verdicts) or 'any'}\t{kind}")
+
+
+def _add_live_commands() -> None:
+    from oomwatch.cli_agent import agent_cmd, run_cmd, top_cmd
+
+    for command in (agent_cmd, top_cmd, run_cmd):
+        main.add_command(command)
+
+
+_add_live_commands()

@@ -11,3 +11,7 @@ class InputError(OomwatchError):
 
 class RulesError(OomwatchError):
     """The rules cannot be loaded."""
+
+
+class ConfigError(OomwatchError):
+    """The agent's configuration cannot be used (a bad web config file, a listen address that cannot be bound)."""

@@ -57,6 +57,20 @@ class ProcessTable:
         self.changed = True  # set when a process came, went, or changed name/identity
         self._proc = str(paths.proc)
         self._out_of_fds = False
+        self._say_hidepid()
+
+    def _say_hidepid(self) -> None:
+        try:
+            mountinfo = (self.paths.proc / "self" / "mountinfo").read_text()
+        except OSError:
+            return
+        mode = hidepid(mountinfo, self._proc)
+        if mode is not None and os.geteuid() != 0:
+            self.notices.say(
+                "hidepid",
+                f"{self._proc} is mounted with hidepid={mode}: other users' processes are invisible to this "
+                "agent (run it as root, or in the group named by the mount's gid= option)",
+            )
 
     def close(self) -> None:
         for t in self.procs.values():
@@ -195,6 +209,23 @@ class ProcessTable:
         except (ProcessGone, OSError):
             return ()
         return tuple(parse_proc_cgroup(text))
+
+
+def hidepid(mountinfo: str, mount_point: str) -> str | None:
+    """The ``hidepid=`` mode of the proc mount at ``mount_point`` (the last one mounted there), or None
+    when processes are not hidden (no option, ``0`` or ``off``)."""
+    mode = None
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        lf, rf = left.split(), right.split()
+        if not sep or len(lf) < 5 or len(rf) < 3 or rf[0] != "proc" or lf[4] != mount_point:
+            continue
+        mode = None
+        for opt in rf[2].split(","):
+            if opt.startswith("hidepid="):
+                value = opt.split("=", 1)[1]
+                mode = None if value in ("0", "off") else value
+    return mode
 
 
 def _cgroup_path(lines: tuple[CgroupMembership, ...]) -> str | None:

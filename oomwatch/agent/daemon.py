@@ -1,0 +1,147 @@
+"""``oomwatch agent``: tick on an interval, serve /metrics, reload on SIGHUP, stop on SIGTERM.
+
+The sampler runs in the main thread; the HTTP server in its own threads renders the newest tick.
+A reload re-reads the config file (flags still win); a config that fails to load is logged and the
+running one kept, so a typo never takes a node's monitoring down.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from oomwatch import __version__
+from oomwatch.agent.config import AgentConfig, load_config
+from oomwatch.agent.exporter import AgentCollector, registry_for
+from oomwatch.agent.http import MetricsServer, WebConfig, load_web_config
+from oomwatch.agent.sampler import Sampler
+from oomwatch.errors import ConfigError
+from oomwatch.paths import HostPaths
+
+log = logging.getLogger("oomwatch.agent")
+
+
+def raise_fd_limit() -> int:
+    """Raise the soft descriptor limit to the hard one: one kept descriptor per process."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            return hard
+        except (ValueError, OSError):
+            return soft
+    return soft
+
+
+class Agent:
+    def __init__(self, config_path: Path | None, flags: Mapping[str, Any], paths: HostPaths | None = None) -> None:
+        self.config_path = config_path
+        self.flags = dict(flags)
+        self.paths = paths or HostPaths()
+        self.config = load_config(config_path, self.flags)
+        self.web = load_web_config(self.config.web_config) if self.config.web_config else None
+        self.stop_requested = threading.Event()
+        self.reload_requested = threading.Event()
+        self._wake = threading.Event()
+        self.sampler = Sampler(self.paths, pss_budget=self.config.pss_budget, top_n=self.config.top_n)
+        self.collector = AgentCollector(self.config.top_n, self.config.pss_budget)
+        self.server = MetricsServer(registry_for(self.collector), self.config.listen, self.web)
+
+    def request_stop(self, *_: object) -> None:
+        self.stop_requested.set()
+        self._wake.set()
+
+    def request_reload(self, *_: object) -> None:
+        self.reload_requested.set()
+        self._wake.set()
+
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        signal.signal(signal.SIGHUP, self.request_reload)
+
+    def run(self) -> None:
+        fds = raise_fd_limit()
+        self.server.start()  # ConfigError when the address cannot be bound: the caller exits 2
+        log.info(
+            "oomwatch agent %s: metrics on %s, every %gs, smaps budget %g%% of a CPU, descriptor limit %d",
+            __version__,
+            self.server.url,
+            self.config.interval,
+            self.config.pss_budget * 100,
+            fds,
+        )
+        try:
+            self._loop()
+        finally:
+            self.server.stop()
+            self.sampler.close()
+            log.info("oomwatch agent stopped")
+
+    def _loop(self) -> None:
+        due = time.monotonic()
+        overrun_said = False
+        while not self.stop_requested.is_set():
+            if self.reload_requested.is_set():
+                self.reload_requested.clear()
+                self.reload()
+            tick = self.sampler.tick()
+            self.collector.update(tick)
+            due += self.config.interval
+            delay = due - time.monotonic()
+            if delay < 0:
+                if not overrun_said:
+                    took, every = tick.duration, self.config.interval
+                    log.warning("a tick took %.3fs, longer than the interval (%gs)", took, every)
+                    overrun_said = True
+                due = time.monotonic()
+                delay = 0
+            self._wake.wait(delay)
+            self._wake.clear()
+
+    def reload(self) -> None:
+        try:
+            new = load_config(self.config_path, self.flags)
+            web = load_web_config(new.web_config) if new.web_config else None
+        except ConfigError as exc:
+            log.error("reload failed, keeping the running configuration: %s", exc)
+            return
+        old = self.config
+        self.config = new
+        self.sampler.reload(pss_budget=new.pss_budget, top_n=new.top_n)
+        self.collector.top_n, self.collector.budget_fraction = new.top_n, new.pss_budget
+        # the web config file may have changed even where its path did not (new certificate, new users)
+        if new.listen != old.listen or new.web_config is not None or old.web_config is not None:
+            self._restart_server(new, web)
+        log.info("configuration reloaded: %s", _describe(new))
+
+    def _restart_server(self, new: AgentConfig, web: WebConfig | None) -> None:
+        old_listen, old_web = self._bound_listen(), self.web
+        self.server.stop()
+        server = MetricsServer(registry_for(self.collector), new.listen, web)
+        try:
+            server.start()
+        except ConfigError as exc:
+            log.error("%s: serving on the previous address (%s) again", exc, old_listen)
+            server = MetricsServer(registry_for(self.collector), old_listen, old_web)
+            server.start()
+        else:
+            self.web = web
+        self.server = server
+
+    def _bound_listen(self) -> str:
+        host, port = self.server.address
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _describe(c: AgentConfig) -> str:
+    web = f", web config {c.web_config}" if c.web_config else ""
+    return f"listen {c.listen}, interval {c.interval:g}s, smaps budget {c.pss_budget:g}, top_n {c.top_n}{web}"

@@ -1,0 +1,304 @@
+"""``oomwatch run -- CMD...``: run a command, sample its whole process tree often, pass its exit code
+through, and when it fails say why, from the samples, its output and the kernel's reports for its pids.
+
+- The command's stdout/stderr are passed through unchanged and a copy is kept (the first 1 MiB and
+  the last 16 MiB of each): "DataLoader worker (pid N) is killed by signal" lines are evidence.
+- ``/dev/kmsg`` is read from the start of the run when it is readable (root, or CAP_SYSLOG where
+  ``kernel.dmesg_restrict=1``); only the OOM reports that kill one of the command's processes are used.
+- Every process ever seen in the tree is remembered with its role, first/last/peak RSS, anon, USS,
+  PSS and swap; the roles seen live beat any guess from names in the diagnosis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from oomwatch.agent.model import ProcessSample, Tick
+from oomwatch.agent.sampler import Sampler
+from oomwatch.engine.diagnose import diagnose
+from oomwatch.engine.diagnosis import Diagnosis
+from oomwatch.engine.loader import load_rules
+from oomwatch.engine.scanner import Scanner
+from oomwatch.engine.sizes import human
+from oomwatch.kmsg import KmsgReader, KmsgRecord
+from oomwatch.paths import HostPaths
+
+HEAD_BYTES = 1 << 20
+TAIL_BYTES = 16 << 20
+KMSG_KEEP = 100_000  # records kept while the command runs (kernel reports are ~60 records each)
+_KILL = re.compile(r"Killed process (\d+)|oom-kill:.*?,pid=(\d+)")
+_HEADER = "invoked oom-killer"
+
+
+class Capture:
+    """Pass a stream through and keep its head and tail."""
+
+    def __init__(self, source: IO[bytes], sink: IO[bytes]) -> None:
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_size = 0
+        self.dropped = 0
+        self._source, self._sink = source, sink
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        read = getattr(self._source, "read1", self._source.read)
+        while True:
+            chunk = read(65536)
+            if not chunk:
+                break
+            with contextlib.suppress(OSError, ValueError):  # our own stdout closed: keep capturing
+                self._sink.write(chunk)
+                self._sink.flush()
+            self._keep(chunk)
+
+    def _keep(self, chunk: bytes) -> None:
+        room = HEAD_BYTES - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail.append(chunk)
+        self.tail_size += len(chunk)
+        while self.tail_size - len(self.tail[0]) >= TAIL_BYTES:
+            self.tail_size -= len(self.tail[0])
+            self.dropped += len(self.tail.popleft())
+
+    def text(self) -> bytes:
+        gap = b"\n" if self.dropped else b""
+        return bytes(self.head) + gap + b"".join(self.tail)
+
+
+@dataclass
+class Seen:
+    """What the run saw of one process."""
+
+    first: ProcessSample
+    last: ProcessSample
+    first_time: float
+    last_time: float
+    peak: dict[str, int] = field(default_factory=dict)
+    first_uss: int | None = None
+    gone: bool = False
+
+    def update(self, p: ProcessSample, t: float) -> None:
+        self.last, self.last_time = p, t
+        if self.first_uss is None and p.uss is not None:
+            self.first_uss = p.uss
+        for attr in ("rss", "anon", "uss", "pss", "swap"):
+            v = getattr(p, attr)
+            if v is not None and v > self.peak.get(attr, -1):
+                self.peak[attr] = v
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: dict[int, Seen] = {}
+        self.last_tick: Tick | None = None
+        self.peak_gpu: tuple[int, int] | None = None  # (used, total) at the highest use
+
+    def add(self, tick: Tick) -> None:
+        alive = set()
+        for p in tick.processes:
+            alive.add(p.pid)
+            s = self.seen.get(p.pid)
+            if s is None or s.gone:
+                s = self.seen[p.pid] = Seen(p, p, tick.time, tick.time)
+            s.update(p, tick.time)
+        for pid, s in self.seen.items():
+            if pid not in alive:
+                s.gone = True
+        for g in tick.gpus:
+            if g.used is not None and g.total and (self.peak_gpu is None or g.used > self.peak_gpu[0]):
+                self.peak_gpu = (g.used, g.total)
+        self.last_tick = tick
+
+    def roles(self) -> dict[int, tuple[str, int | None]]:
+        return {pid: (s.last.role, s.last.rank) for pid, s in self.seen.items()}
+
+
+def kernel_reports_for(records: Sequence[KmsgRecord], pids: set[int]) -> list[KmsgRecord]:
+    """The records of each OOM report whose kill hit one of ``pids``: from its "invoked oom-killer"
+    header (when within the last 2000 records) through the kill line and the reaper line after it."""
+    keep: set[int] = set()
+    for i, rec in enumerate(records):
+        m = _KILL.search(rec.text)
+        if not m or int(m.group(1) or m.group(2)) not in pids:
+            continue
+        start = i
+        for j in range(i, max(-1, i - 2000), -1):
+            if _HEADER in records[j].text:
+                start = j
+                break
+        end = i
+        while end + 1 < len(records) and end + 1 - i <= 3 and "oom_reaper" in records[end + 1].text:
+            end += 1
+        keep.update(range(start, end + 1))
+    return [records[i] for i in sorted(keep)]
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    diagnosis: Diagnosis | None
+    recorder: Recorder
+    kernel_lines: list[str]
+    notes: list[str]
+    duration: float
+
+
+def exit_status(returncode: int) -> int:
+    """A shell's convention: killed by signal N exits 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    interval: float = 0.2,
+    pss_budget: float = 0.2,
+    capture: bool = True,
+    paths: HostPaths | None = None,
+    stdout: IO[bytes] | None = None,
+    stderr: IO[bytes] | None = None,
+) -> RunResult:
+    paths = paths or HostPaths()
+    notes: list[str] = []
+    kmsg: KmsgReader | None = None
+    try:
+        kmsg = KmsgReader(paths.kmsg)
+        kmsg.seek_end()
+    except OSError as exc:
+        notes.append(
+            f"cannot read {paths.kmsg} ({exc.strerror or exc}): the kernel's OOM reports are not included "
+            "(run as root, or with CAP_SYSLOG where kernel.dmesg_restrict=1)"
+        )
+    records: deque[KmsgRecord] = deque(maxlen=KMSG_KEEP)
+    started = time.monotonic()
+    pipe = subprocess.PIPE if capture else None
+    try:
+        proc = subprocess.Popen(list(argv), stdout=pipe, stderr=pipe)
+    except OSError as exc:
+        if kmsg is not None:
+            kmsg.close()
+        raise FileNotFoundError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    captures = []
+    if capture:
+        assert proc.stdout is not None and proc.stderr is not None
+        captures = [
+            Capture(proc.stdout, stdout or sys.stdout.buffer),
+            Capture(proc.stderr, stderr or sys.stderr.buffer),
+        ]
+    forwarded = _forward_signals(proc)
+    sampler = Sampler(paths, pss_budget=pss_budget, top_n=0, subtree=proc.pid)
+    recorder = Recorder()
+    try:
+        while True:
+            recorder.add(sampler.tick())
+            if kmsg is not None:
+                records.extend(kmsg.read_available())
+            try:
+                proc.wait(timeout=interval)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        returncode = proc.returncode
+        # the kernel's report is written before the victim's parent sees it die; give it a moment
+        time.sleep(0.05)
+        recorder.add(sampler.tick())
+        if kmsg is not None:
+            records.extend(kmsg.read_available())
+            if kmsg.lost:
+                notes.append(f"{kmsg.lost} kernel log record(s) were overwritten before they could be read")
+    finally:
+        sampler.close()
+        if kmsg is not None:
+            kmsg.close()
+        _restore_signals(forwarded)
+    for c in captures:
+        c.thread.join(timeout=5)
+    kernel = kernel_reports_for(list(records), set(recorder.seen))
+    kernel_lines = [r.dmesg_line() for r in kernel]
+    failed = returncode != 0 or bool(kernel)
+    diagnosis = _diagnose(argv, captures, kernel_lines, recorder) if failed else None
+    return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started)
+
+
+def _diagnose(argv: Sequence[str], captures: list[Capture], kernel: list[str], rec: Recorder) -> Diagnosis:
+    rules = load_rules(())
+    scanner = Scanner(rules)
+    scans = []
+    name = " ".join(Path(a).name if i < 2 else a for i, a in enumerate(argv[:3]))[:40]
+    for label, cap in zip(("stdout", "stderr"), captures, strict=False):
+        scans.append(scanner.scan(f"{name} ({label})", [cap.text()]))
+    if kernel:
+        scans.append(scanner.scan("kernel log (/dev/kmsg)", ["\n".join(kernel).encode() + b"\n"]))
+    return diagnose(scans, rules, known=rec.roles())
+
+
+def _forward_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:
+    """SIGTERM / SIGHUP to us go to the command too (Ctrl-C reaches it through the terminal)."""
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    old: dict[int, Any] = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        old[sig] = signal.getsignal(sig)
+        signal.signal(sig, forward if sig != signal.SIGINT else _ignore)
+    return old
+
+
+def _ignore(_signum: int, _frame: object) -> None:
+    """Ctrl-C: the command gets it from the terminal; we stay to report how it ended."""
+
+
+def _restore_signals(old: dict[int, Any]) -> None:
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
+
+
+def render_samples(rec: Recorder, interval: float) -> str:
+    """The processes of the run, parents first, with what the samples saw."""
+    if not rec.seen:
+        return ""
+    lines = [f"Memory of the command's processes (sampled every {interval:g}s by oomwatch run):"]
+    lines.append(
+        f"  {'PID':>8}  {'ROLE':<18} {'RANK':>4}  {'COMM':<16} {'PEAK RSS':>10} {'PEAK ANON':>10} "
+        f"{'PEAK USS':>10} {'USS GROWTH':>10}  END"
+    )
+    order = sorted(rec.seen.values(), key=lambda s: (s.first_time, s.first.pid))
+    for s in order[:60]:
+        p = s.last
+        growth = "-"
+        if s.first_uss is not None and p.uss is not None:
+            growth = ("+" if p.uss >= s.first_uss else "-") + human(abs(p.uss - s.first_uss))
+        end = "gone" if s.gone else "alive"
+        rank = "-" if p.rank is None else str(p.rank)
+        lines.append(
+            f"  {p.pid:>8}  {p.role:<18} {rank:>4}  {p.comm[:16]:<16} {human(s.peak.get('rss')):>10} "
+            f"{human(s.peak.get('anon')):>10} {human(s.peak.get('uss')):>10} {growth:>10}  {end}"
+        )
+    if len(order) > 60:
+        lines.append(f"  ... and {len(order) - 60} more")
+    tick = rec.last_tick
+    if rec.peak_gpu is not None:
+        used, total = rec.peak_gpu
+        lines.append(f"GPU memory at its highest: {human(used)} of {human(total)} ({used / total:.0%}).")
+    elif tick is not None and not tick.gpus:
+        lines.append("GPU memory: not sampled (no NVML on this host).")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,288 @@
+"""The live commands: ``oomwatch agent``, ``oomwatch top``, ``oomwatch run``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from oomwatch.errors import ConfigError
+from oomwatch.exitcodes import Exit
+from oomwatch.paths import HostPaths
+
+_paths_options = [
+    click.option("--proc", "proc_root", type=click.Path(file_okay=False, path_type=Path), default=Path("/proc"),
+                 show_default=True, help="Where the host's /proc is (inside a container: the host's, bind-mounted)."),
+    click.option("--sys", "sys_root", type=click.Path(file_okay=False, path_type=Path), default=Path("/sys"),
+                 show_default=True, help="Where the host's /sys is; cgroups are read under SYS/fs/cgroup."),
+]  # fmt: skip
+
+
+def _with_paths(f):  # type: ignore[no-untyped-def]
+    for option in reversed(_paths_options):
+        f = option(f)
+    return f
+
+
+def _host_paths(proc_root: Path, sys_root: Path) -> HostPaths:
+    return HostPaths(proc=proc_root, sys=sys_root, cgroup=sys_root / "fs" / "cgroup")
+
+
+@click.command("agent")
+@click.option(
+    "--listen",
+    default=None,
+    metavar="ADDR:PORT",
+    help="Where to serve /metrics [default: :9797, all interfaces]. e.g. 127.0.0.1:9797, [::1]:9797.",
+)
+@click.option("--interval", type=float, default=None, metavar="SECONDS", help="Seconds between samples [default: 1].")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A YAML file with listen, interval, pss_budget, top_n, web_config; flags win over it. Re-read on SIGHUP.",
+)
+@click.option(
+    "--web-config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TLS and basic auth for /metrics, in the Prometheus exporters' web config format "
+    "(see deploy/web-config.example.yaml).",
+)
+@click.option(
+    "--pss-budget",
+    type=float,
+    default=None,
+    metavar="FRACTION",
+    help="CPU spent reading smaps_rollup for PSS/USS, as a fraction of one core [default: 0.05].",
+)
+@click.option(
+    "--top-n",
+    type=int,
+    default=None,
+    help="Per-process series for this many processes outside training jobs, by RSS [default: 20].",
+)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
+@_with_paths
+def agent_cmd(
+    listen: str | None,
+    interval: float | None,
+    config_path: Path | None,
+    web_config: Path | None,
+    pss_budget: float | None,
+    top_n: int | None,
+    log_level: str,
+    proc_root: Path,
+    sys_root: Path,
+) -> None:
+    """Sample training jobs on this node and serve Prometheus metrics.
+
+    Every interval it reads /proc/PID/status of every process (RSS, anon, file,
+    shmem, swap), finds training jobs and their roles (launcher, rank, DataLoader
+    worker, manager), reads smaps_rollup (PSS, USS) of job processes on a CPU
+    budget, and the jobs' cgroups, the node's memory and PSI, and GPUs (NVML).
+
+    \b
+    Signals: SIGTERM or SIGINT stop it cleanly; SIGHUP re-reads --config.
+    Runs without root, and says what it then cannot read (other users' smaps
+    and environ need CAP_SYS_PTRACE; see deploy/systemd/).
+
+    \b
+    Example:
+      $ oomwatch agent --listen 127.0.0.1:9797 --interval 1
+      $ curl -s 127.0.0.1:9797/metrics | grep oomwatch_process_uss_bytes
+    """
+    from oomwatch.agent.daemon import Agent
+
+    logging.basicConfig(level=log_level.upper(), format="oomwatch agent: %(levelname)s: %(message)s")
+    flags = {"listen": listen, "interval": interval, "web_config": web_config, "pss_budget": pss_budget,
+             "top_n": top_n}  # fmt: skip
+    try:
+        agent = Agent(config_path, flags, _host_paths(proc_root, sys_root))
+        agent.install_signals()
+        agent.run()
+    except ConfigError as exc:
+        click.echo(f"oomwatch: {exc}", err=True)
+        sys.exit(Exit.USAGE)
+
+
+@click.command("top")
+@click.option(
+    "--interval",
+    type=float,
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between refreshes (with --once: between the two samples taken).",
+)
+@click.option("--once", is_flag=True, help="Take two samples INTERVAL apart, print once, exit.")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: schema oomwatch.top/v1, one document per refresh.",
+)
+@click.option(
+    "--pss-budget",
+    type=float,
+    default=0.25,
+    show_default=True,
+    metavar="FRACTION",
+    help="CPU spent reading smaps_rollup (PSS/USS), as a fraction of one core.",
+)
+@_with_paths
+def top_cmd(interval: float, once: bool, fmt: str, pss_budget: float, proc_root: Path, sys_root: Path) -> None:
+    """Show training jobs live: job → rank → workers, with RSS, USS, PSS, swap and growth.
+
+    USS (private memory) is what tells the causes apart: a DataLoader worker whose
+    RSS is flat while its USS climbs is un-sharing its parent's pages (copy-on-write
+    defeat); ranks with similar large USS each hold their own copy of the data.
+    Growth per minute is measured over the last minute shown.
+
+    \b
+    Example:
+      $ oomwatch top
+      $ oomwatch top --once --format json | jq '.jobs[].processes[] | {pid, role, uss_bytes}'
+    """
+    from oomwatch.agent.sampler import Sampler
+    from oomwatch.agent.top import History, render_json, render_text
+
+    if interval <= 0 or not 0 <= pss_budget <= 1:
+        raise click.BadParameter("--interval must be > 0 and --pss-budget between 0 and 1")
+    render = render_json if fmt == "json" else render_text
+    sampler = Sampler(_host_paths(proc_root, sys_root), pss_budget=1.0 if once else pss_budget)
+    history = History()
+    logging.getLogger("oomwatch.agent").setLevel(logging.ERROR)  # notices are shown in the view instead
+    live = not once and sys.stdout.isatty()
+    try:
+        history.add(sampler.tick())
+        while True:
+            time.sleep(interval)
+            tick = sampler.tick()
+            history.add(tick)
+            out = render(tick, history, sampler.notices.all)
+            if live:
+                out = "\x1b[H\x1b[2J" + out
+            click.echo(out, nl=False)
+            if once:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sampler.close()
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD...")
+@click.option(
+    "--interval",
+    type=float,
+    default=0.2,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between samples of the command's process tree.",
+)
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="How to print the diagnosis when the command fails.",
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the diagnosis and the samples as JSON to this file.",
+)
+@click.option(
+    "--no-capture",
+    is_flag=True,
+    help="Leave the command's stdout/stderr alone (a terminal stays a terminal); its output is then "
+    "not part of the diagnosis.",
+)
+@click.option(
+    "--pss-budget",
+    type=float,
+    default=0.2,
+    show_default=True,
+    metavar="FRACTION",
+    help="CPU spent reading smaps_rollup (USS/PSS) of the command's processes, fraction of a core.",
+)
+def run_cmd(
+    command: tuple[str, ...], interval: float, fmt: str, report: Path | None, no_capture: bool, pss_budget: float
+) -> None:
+    """Run a command, watch its memory, and say why it died if it does.
+
+    Samples the whole process tree (ranks, DataLoader workers, managers) every
+    INTERVAL, passes stdout/stderr through, and exits with the command's exit code
+    (128+N when a signal N killed it, as a shell does). When the command fails, or
+    the kernel OOM-killed one of its processes, prints the diagnosis to stderr:
+    its output, the kernel's reports for its pids (from /dev/kmsg, when readable)
+    and what the samples saw (peak RSS, anon, USS per process).
+
+    \b
+    Example:
+      $ oomwatch run -- torchrun --nproc_per_node 8 train.py
+      $ oomwatch run --report oom.json -- python train.py --epochs 3
+    """
+    from oomwatch.agent.run import exit_status, render_samples, run_command
+    from oomwatch.report import RENDERERS
+
+    if interval <= 0:
+        raise click.BadParameter("--interval must be > 0")
+    logging.getLogger("oomwatch.agent").setLevel(logging.ERROR)
+    try:
+        result = run_command(command, interval=interval, pss_budget=pss_budget, capture=not no_capture)
+    except FileNotFoundError as exc:
+        click.echo(f"oomwatch: {exc}", err=True)
+        sys.exit(127)
+    status = exit_status(result.returncode)
+    how = f"was killed by signal {-result.returncode}" if result.returncode < 0 else f"exited with {status}"
+    head = f"oomwatch run: {command[0]} {how} after {result.duration:.1f}s"
+    if result.diagnosis is None:
+        click.echo(head, err=True)
+    else:
+        click.echo(f"\n{head}\n", err=True)
+        click.echo(RENDERERS[fmt](result.diagnosis), nl=False, err=True)
+        click.echo("", err=True)
+        click.echo(render_samples(result.recorder, interval), nl=False, err=True)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if report is not None:
+        doc = {
+            "command": list(command),
+            "returncode": result.returncode,
+            "exit_status": status,
+            "duration_seconds": round(result.duration, 3),
+            "diagnosis": json.loads(RENDERERS["json"](result.diagnosis)) if result.diagnosis else None,
+            "kernel_lines": result.kernel_lines,
+            "processes": [
+                {
+                    "pid": pid,
+                    "role": s.last.role,
+                    "rank": s.last.rank,
+                    "comm": s.last.comm,
+                    "gone": s.gone,
+                    "peak": s.peak,
+                    "first_uss_bytes": s.first_uss,
+                    "last_uss_bytes": s.last.uss,
+                }
+                for pid, s in sorted(result.recorder.seen.items())
+            ],  # fmt: skip
+            "notes": result.notes,
+        }
+        report.write_text(json.dumps(doc, indent=2) + "\n")
+    sys.exit(status)
