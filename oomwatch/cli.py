@@ -6,18 +6,21 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from oomwatch import __version__
-from oomwatch.engine.diagnose import diagnose
-from oomwatch.engine.lint import lint
-from oomwatch.engine.loader import RuleSet, load_rules
-from oomwatch.engine.scanner import Scanner, ScanResult
 from oomwatch.errors import OomwatchError, RulesError
 from oomwatch.exitcodes import Exit, for_verdict
-from oomwatch.report import RENDERERS
 from oomwatch.sources import display_name, input_size, read_chunks
+
+if TYPE_CHECKING:
+    from oomwatch.engine.loader import RuleSet
+
+# The engine (rules, prefilter, Hyperscan) is imported by the commands that use it: the agent
+# and `oomwatch top` should not carry it in memory.
+FORMATS = ("json", "markdown", "text")
 
 PROGRESS_MIN_BYTES = 50 << 20
 
@@ -34,6 +37,8 @@ def main() -> None:
 
 
 def _load(rules_dirs: tuple[Path, ...]) -> RuleSet:
+    from oomwatch.engine.loader import load_rules
+
     rules = load_rules(rules_dirs)
     if rules.errors:
         first = rules.errors[0]
@@ -57,7 +62,7 @@ def _progress(path: str) -> Iterator[Callable[[int], None] | None]:
 @click.argument("logs", nargs=-1, required=True, metavar="LOG...")
 @click.option(
     "--format", "-f", "fmt",
-    type=click.Choice(sorted(RENDERERS)), default="text", show_default=True,
+    type=click.Choice(FORMATS), default="text", show_default=True,
     help="text for a person, json for machines (schema oomwatch.diagnosis/v1), markdown for an issue.",
 )  # fmt: skip
 @click.option(
@@ -87,6 +92,10 @@ def diagnose_cmd(logs: tuple[str, ...], fmt: str, rules_dirs: tuple[Path, ...], 
       ...
       $ kubectl describe pod trainer-0 | oomwatch diagnose --format markdown -
     """
+    from oomwatch.engine.diagnose import diagnose
+    from oomwatch.engine.scanner import Scanner, ScanResult
+    from oomwatch.report import RENDERERS
+
     try:
         rules = _load(rules_dirs)
         scanner = Scanner(rules, backend=backend)
@@ -119,6 +128,9 @@ def rules_lint(dirs: tuple[Path, ...]) -> None:
       $ oomwatch rules lint ./my-rules
       ok: 142 fingerprints, 18 verdict rules, 23 event kinds
     """
+    from oomwatch.engine.lint import lint
+    from oomwatch.engine.loader import load_rules
+
     rules = load_rules(dirs)
     errors = lint(rules)
     for err in errors:

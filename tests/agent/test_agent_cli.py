@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from oomwatch.agent.config import AgentConfig, load_config
 from oomwatch.errors import ConfigError
 from tests.agent.agentproc import AgentProcess, wait_metric
 from tests.agent.proctree import rank_tree
-from tests.conftest import run_oomwatch
+from tests.conftest import ROOT, run_oomwatch
 
 
 def test_agent_scrape_reload_and_clean_stop(tmp_path: Path):
@@ -99,3 +101,23 @@ def test_config_errors_are_clear(tmp_path: Path, text: str, message: str):
 def test_missing_config_file(tmp_path: Path):
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(tmp_path / "nope.yaml", {})
+
+
+def test_the_agent_does_not_load_the_log_engine():
+    """The agent's memory matters (it must not be the cause): the rules, the prefilter and Hyperscan
+    are loaded by `diagnose` only."""
+    code = (
+        "import sys, oomwatch.cli, oomwatch.agent.daemon\n"
+        "heavy = [m for m in sys.modules if m.startswith(('oomwatch.engine.scanner', 'oomwatch.engine.loader', "
+        "'hyperscan', 're2'))]\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.stdout.strip() == "[]", done
+
+
+def test_diagnose_formats_match_the_renderers():
+    from oomwatch.cli import FORMATS
+    from oomwatch.report import RENDERERS
+
+    assert sorted(RENDERERS) == list(FORMATS)
