@@ -128,7 +128,7 @@ class AgentCollector(Collector):
         for suffix, attr, doc in PROCESS_GAUGES:
             family = GaugeMetricFamily(f"oomwatch_process_{suffix}", doc, labels=PROCESS_LABELS)
             for p in exported:
-                value = getattr(p, attr)
+                value = p.smaps_age(tick.time) if attr == "smaps_age" else getattr(p, attr)
                 if value is not None:
                     family.add_metric(_labels(p), value)
             yield family

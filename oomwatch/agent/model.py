@@ -30,9 +30,13 @@ class ProcessSample:
     pss: int | None = None
     uss: int | None = None
     swap_pss: int | None = None
-    smaps_age: float | None = None  # seconds since the smaps values above were read
+    smaps_time: float | None = None  # when the smaps values above were read (wall clock, epoch seconds)
     cgroup: str | None = None  # the memory cgroup's path inside its hierarchy
     gpu_memory: int | None = None
+
+    def smaps_age(self, now: float) -> float | None:
+        """Seconds since the smaps values were read, at wall-clock time ``now`` (a tick's ``time``)."""
+        return None if self.smaps_time is None else max(0.0, now - self.smaps_time)
 
     @property
     def in_job(self) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from oomwatch.agent.notices import Notices
 from oomwatch.agent.roles import ProcInfo
@@ -45,8 +45,12 @@ class Tracked:
     smaps: SmapsRollup | None = None
     smaps_at: float | None = None
     smaps_cost: float | None = None
+    smaps_time: float | None = None  # wall clock of the last smaps read
     gpu_memory: int | None = None
-    extra: dict[str, object] = field(default_factory=dict)
+    raw: bytes = b""  # the last status read: an identical read needs no parsing (idle processes)
+    located: bool = False  # whether ``location`` (the memory cgroup, found by the sampler) is set
+    location: object = None
+    cached: tuple[object, ...] | None = None  # (inputs..., the ProcessSample built from them)
 
 
 class ProcessTable:
@@ -54,7 +58,9 @@ class ProcessTable:
         self.paths = paths
         self.notices = notices
         self.procs: dict[int, Tracked] = {}
-        self.changed = True  # set when a process came, went, or changed name/identity
+        # what came, went or changed name/parent/argv since the sampler last looked (old and new
+        # ProcInfo both): the sampler re-runs role discovery only when one of them can matter
+        self.changes: list[ProcInfo] = []
         self._proc = str(paths.proc)
         self._out_of_fds = False
         self._say_hidepid()
@@ -108,7 +114,7 @@ class ProcessTable:
         t = self.procs.pop(pid, None)
         if t is not None:
             self._close(t)
-            self.changed = True
+            self.changes.append(t.info)
 
     def _read_status(self, pid: int, fd: int | None) -> bytes:
         if fd is not None:
@@ -125,22 +131,26 @@ class ProcessTable:
             return False  # ESRCH on a kept descriptor: gone, whatever the PID now names
         if not data:
             return False
+        if data == t.raw:
+            return True  # nothing changed, not even a context-switch count
+        t.raw = data
         status = parse_status_bytes(data)
         old = t.info
         comm = status.name if status.name is not None else old.comm
         ppid = status.ppid if status.ppid is not None else old.ppid
         t.status = status
         if comm != old.comm or ppid != old.ppid:
-            self.changed = True
             argv, env = old.argv, old.env
             if comm != old.comm:  # exec'd (new argv, environ) or renamed itself (pt_data_worker)
                 argv, env = self._argv_env(pid, old.argv, old.env)
             t.info = ProcInfo(pid, ppid, comm, argv, env, old.cgroup, old.start_time)
-        elif not t.kernel_thread and (not old.argv or not old.env) and now - t.first_seen < RETRY_EMPTY_FOR:
+            self.changes += (old, t.info)
+        elif not t.kernel_thread and not old.argv and now - t.first_seen < RETRY_EMPTY_FOR:
+            # mid-exec, cmdline and environ read empty: read them again until they show
             argv, env = self._argv_env(pid, old.argv, old.env)
             if argv != old.argv or env != old.env:
-                self.changed = True
                 t.info = ProcInfo(pid, ppid, comm, argv, env, old.cgroup, old.start_time)
+                self.changes += (old, t.info)
         return True
 
     def _argv_env(self, pid: int, argv: tuple[str, ...], env: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -199,8 +209,8 @@ class ProcessTable:
         cgroup = _cgroup_path(membership)
         comm = status.name if status.name is not None else (stat.comm or "")
         info = ProcInfo(pid, ppid, comm, argv, env, cgroup, stat.starttime)
-        self.procs[pid] = Tracked(info, status, membership, fd, now, kernel_thread)
-        self.changed = True
+        self.procs[pid] = Tracked(info, status, membership, fd, now, kernel_thread, raw=data)
+        self.changes.append(info)
 
     def _membership(self, pid: int) -> tuple[CgroupMembership, ...]:
         try:

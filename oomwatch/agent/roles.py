@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 
 from oomwatch.engine.roles import PYTHON_PREFIXES, RANK_COMMS, WORKER_COMMS
 
@@ -67,10 +66,16 @@ class ProcInfo:
     start_time: int | None = None
 
 
+def _base(path: str) -> str:
+    """The last component of a path (what PurePosixPath(path).name gives, without its cost: this runs
+    for every process whenever the process table changes)."""
+    return path.rstrip("/").rpartition("/")[2]
+
+
 def is_python(p: ProcInfo) -> bool:
     if p.comm in WORKER_COMMS or p.comm in RANK_COMMS or p.comm.lower().startswith(PYTHON_PREFIXES):
         return True
-    return bool(p.argv) and PurePosixPath(p.argv[0]).name.startswith("python")
+    return bool(p.argv) and _base(p.argv[0]).startswith("python")
 
 
 def program(argv: Sequence[str]) -> tuple[str | None, str | None, Sequence[str]]:
@@ -78,7 +83,7 @@ def program(argv: Sequence[str]) -> tuple[str | None, str | None, Sequence[str]]
     gives ``("torchrun", None, ["x"])``; ``python -m torch.distributed.run x`` gives ``(None, "torch...", ["x"])``."""
     if not argv:
         return None, None, ()
-    name = PurePosixPath(argv[0]).name
+    name = _base(argv[0])
     if not name.startswith("python"):
         return name, None, argv[1:]
     i = 1
@@ -92,7 +97,7 @@ def program(argv: Sequence[str]) -> tuple[str | None, str | None, Sequence[str]]
             i += 2
             continue
         if not arg.startswith("-"):
-            return PurePosixPath(arg).name, None, argv[i + 1 :]
+            return _base(arg), None, argv[i + 1 :]
         i += 1
     return None, None, ()
 

@@ -27,7 +27,8 @@ from oomwatch.agent.model import (
 from oomwatch.agent.notices import Notices
 from oomwatch.agent.proctable import ProcessTable, Tracked
 from oomwatch.agent.pss import OUTSIDE_JOBS, PRIORITY, Candidate, SmapsBudget
-from oomwatch.cgroupfs.detect import CgroupMembership, MemoryCgroup
+from oomwatch.agent.roles import ProcInfo, has_rank_env, is_launcher, is_python
+from oomwatch.cgroupfs.detect import MemoryCgroup
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone
 from oomwatch.procfs.smaps_rollup import read_smaps_rollup
@@ -56,8 +57,9 @@ class Sampler:
         self.cgroups = CgroupCollector(self.paths, self.notices)
         self.gpu = GpuCollector(self.notices) if gpu else None
         self.members: dict[int, Member] = {}
-        self._locations: dict[tuple[CgroupMembership, ...], tuple[str, MemoryCgroup] | None] = {}
         self._results: list[CollectorResult] = []
+        self._classified = False
+        self.classify_runs = 0  # how often role discovery ran (it runs only on changes that matter)
 
     def close(self) -> None:
         self.table.close()
@@ -70,7 +72,8 @@ class Sampler:
         if top_n is not None:
             self.top_n = top_n
         self.cgroups.reload()
-        self._locations.clear()
+        for t in self.table.procs.values():
+            t.located = False
 
     @contextmanager
     def _collector(self, name: str) -> Iterator[None]:
@@ -90,10 +93,12 @@ class Sampler:
         self._results = []
         with self._collector("processes"):
             self.table.update(now)
-            if self.table.changed:
+            changes, self.table.changes = self.table.changes, []
+            if not self._classified or any(self._matters(info) for info in changes):
                 infos = sorted((t.info for t in self.table.procs.values()), key=lambda i: i.pid)
                 self.members = {m.pid: m for m in classify(infos)}
-                self.table.changed = False
+                self._classified = True
+                self.classify_runs += 1
         scope = self._scope()
         chosen = self._chosen(scope)
         spent_before = self.budget.spent_total
@@ -105,7 +110,7 @@ class Sampler:
                 gpus, per_pid = self.gpu.collect()
                 for pid, t in self.table.procs.items():
                     t.gpu_memory = per_pid.get(pid)
-        processes = tuple(self._sample(t, now) for t in scope)
+        processes = tuple(self._sample(t) for t in scope)
         cgroups: tuple[CgroupSample, ...] = ()
         with self._collector("cgroups"):
             cgroups = self.cgroups.collect(self._groups(processes))
@@ -123,6 +128,17 @@ class Sampler:
             smaps_spent=self.budget.spent_total - spent_before,
             notices=self.notices.drain(),
         )
+
+    def _matters(self, info: ProcInfo) -> bool:
+        """Whether a process that came, went or changed can change anyone's role or job: on a busy
+        node shells and tools come and go every second, and none of them can."""
+        if is_python(info) or is_launcher(info) or has_rank_env(info):
+            return True
+        for pid in (info.pid, info.ppid):
+            m = self.members.get(pid)
+            if m is not None and (m.job is not None or m.role != "other"):
+                return True
+        return False
 
     def _scope(self) -> list[Tracked]:
         procs = self.table.procs
@@ -192,14 +208,19 @@ class Sampler:
                 continue
             cost = time.perf_counter() - start
             self.budget.spend(cost, c.rss)
-            t.smaps, t.smaps_at, t.smaps_cost = rollup, now, cost
+            t.smaps, t.smaps_at, t.smaps_cost, t.smaps_time = rollup, now, cost, time.time()
 
-    def _sample(self, t: Tracked, now: float) -> ProcessSample:
+    def _sample(self, t: Tracked) -> ProcessSample:
+        """The process's sample, rebuilt only when what it is made of changed (most processes on a
+        node are idle: same status bytes, no new smaps read, same role)."""
         m = self.members.get(t.info.pid)
         job, role = self._job_role(t)
+        key = (t.status, t.smaps_time, m, job, role, t.gpu_memory, t.info)
+        cached = t.cached
+        if cached is not None and all(a is b or a == b for a, b in zip(key, cached, strict=False)):
+            return cached[-1]  # type: ignore[return-value]
         st, sm = t.status, t.smaps
-        fresh = sm is not None and t.smaps_at is not None
-        return ProcessSample(
+        sample = ProcessSample(
             pid=t.info.pid,
             ppid=t.info.ppid,
             comm=t.info.comm,
@@ -217,10 +238,12 @@ class Sampler:
             pss=sm.pss if sm else None,
             uss=sm.uss if sm else None,
             swap_pss=sm.swap_pss if sm else None,
-            smaps_age=(now - t.smaps_at) if fresh and t.smaps_at is not None else None,
+            smaps_time=t.smaps_time if sm else None,
             cgroup=t.info.cgroup,
             gpu_memory=t.gpu_memory,
         )
+        t.cached = (*key, sample)
+        return sample
 
     def _groups(self, processes: tuple[ProcessSample, ...]) -> dict[str, tuple[MemoryCgroup, set[str]]]:
         groups: dict[str, tuple[MemoryCgroup, set[str]]] = {}
@@ -231,12 +254,10 @@ class Sampler:
             t = procs.get(p.pid)
             if t is None:
                 continue
-            if len(self._locations) > 4096:  # churn: do not keep every cgroup ever seen
-                self._locations.clear()
-            if t.membership not in self._locations:
-                self._locations[t.membership] = self.cgroups.locate(t.membership)
-            found = self._locations[t.membership]
-            if found is None:
+            if not t.located:
+                t.location, t.located = self.cgroups.locate(t.membership), True
+            found = t.location
+            if not isinstance(found, tuple):
                 continue
             path, where = found
             groups.setdefault(path, (where, set()))[1].add(p.job)

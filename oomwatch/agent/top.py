@@ -18,7 +18,8 @@ from oomwatch.agent.model import CgroupSample, ProcessSample, Tick
 from oomwatch.engine.sizes import human
 
 TOP_SCHEMA = "oomwatch.top/v1"
-GROWTH_WINDOW = 60.0  # seconds of samples behind "growth per minute"
+GROWTH_WINDOW = 60.0
+STALE_AFTER = 10.0  # seconds: USS/PSS older than this are marked  # seconds of samples behind "growth per minute"
 OTHERS_SHOWN = 5
 ROLE_SHORT = {
     "launcher": "launcher",
@@ -106,9 +107,14 @@ HEADER = f"  {'PID':>8}  {'ROLE':<16} {'RANK':>4}  {'COMM':<16} {'RSS':>10} {'US
 HEADER += f" {'RSS/min':>10} {'USS/min':>10}"
 
 
-def _row(depth: int, p: ProcessSample, history: History) -> str:
+def _stale(p: ProcessSample, now: float) -> bool:
+    age = p.smaps_age(now)
+    return age is not None and age > STALE_AFTER
+
+
+def _row(depth: int, p: ProcessSample, history: History, now: float) -> str:
     role = ("  " * depth + ("└ " if depth else "") + ROLE_SHORT.get(p.role, p.role))[:16]
-    stale = "~" if p.smaps_age is not None and p.smaps_age > 10 else ""
+    stale = "~" if _stale(p, now) else ""
     rank = "-" if p.rank is None else str(p.rank)
     return (
         f"  {p.pid:>8}  {role:<16} {rank:>4}  {p.comm[:16]:<16} {human(p.rss):>10} "
@@ -147,23 +153,24 @@ def render_text(tick: Tick, history: History, notices: Iterable[str] = ()) -> st
         lines.append(f"job {job}: {summary}; RSS {human(sum(p.rss or 0 for p in members))}, USS {human(total_uss)}")
         lines.extend(_cgroup_line(c) for c in tick.cgroups if job in c.jobs)
         lines.append(HEADER)
-        lines.extend(_row(depth, p, history) for depth, p in _tree_order(members))
+        lines.extend(_row(depth, p, history, tick.time) for depth, p in _tree_order(members))
     others = sorted((p for p in tick.processes if not p.in_job and p.rss), key=lambda p: -(p.rss or 0))
     if others:
         lines.append("")
         lines.append(f"other processes, top {min(OTHERS_SHOWN, len(others))} by RSS:")
         lines.append(HEADER)
-        lines.extend(_row(0, p, history) for p in others[:OTHERS_SHOWN])
+        lines.extend(_row(0, p, history, tick.time) for p in others[:OTHERS_SHOWN])
     notes = list(notices)
     if notes:
         lines.append("")
         lines.extend(f"note: {n}" for n in notes)
-    if any(p.smaps_age is not None and p.smaps_age > 10 for p in tick.processes):
+    if any(_stale(p, tick.time) for p in tick.processes):
         lines.append("~ USS/PSS older than 10 s (smaps_rollup is read on a CPU budget, large processes less often)")
     return "\n".join(lines) + "\n"
 
 
-def _process_json(p: ProcessSample, history: History) -> dict[str, Any]:
+def _process_json(p: ProcessSample, history: History, now: float) -> dict[str, Any]:
+    age = p.smaps_age(now)
     return {
         "pid": p.pid,
         "ppid": p.ppid,
@@ -182,7 +189,7 @@ def _process_json(p: ProcessSample, history: History) -> dict[str, Any]:
         "pss_bytes": p.pss,
         "uss_bytes": p.uss,
         "swap_pss_bytes": p.swap_pss,
-        "smaps_age_seconds": None if p.smaps_age is None else round(p.smaps_age, 3),
+        "smaps_age_seconds": None if age is None else round(age, 3),
         "gpu_memory_bytes": p.gpu_memory,
         "rss_growth_bytes_per_minute": _round(history.per_minute(p.pid, 1)),
         "uss_growth_bytes_per_minute": _round(history.per_minute(p.pid, 2)),
@@ -227,12 +234,12 @@ def render_json(tick: Tick, history: History, notices: Iterable[str] = ()) -> st
                     for c in tick.cgroups
                     if job in c.jobs
                 ],
-                "processes": [_process_json(p, history) for _, p in _tree_order(members)],
+                "processes": [_process_json(p, history, tick.time) for _, p in _tree_order(members)],
             }
             for job, members in sorted(tick.jobs().items())
         ],
         "others": [
-            _process_json(p, history)
+            _process_json(p, history, tick.time)
             for p in sorted((p for p in tick.processes if not p.in_job and p.rss), key=lambda p: -(p.rss or 0))[
                 :OTHERS_SHOWN
             ]

@@ -10,14 +10,14 @@ Sizes are in bytes here. Keys missing on old kernels (RssAnon etc. before 4.5) a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from typing import NamedTuple
 
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import kb_lines, process_files, to_int
 
 
-@dataclass(frozen=True)
-class Status:
+class Status(NamedTuple):  # a NamedTuple: the agent builds one per process per tick
     name: str | None
     ppid: int | None
     rss_anon: int | None
@@ -64,44 +64,37 @@ def parse_status(text: str) -> Status:
     )
 
 
-_FAST_KEYS = (
-    (b"\nState:", "state"),
-    (b"\nPPid:", "ppid"),
-    (b"\nVmHWM:", "vm_hwm"),
-    (b"\nVmRSS:", "vm_rss"),
-    (b"\nRssAnon:", "rss_anon"),
-    (b"\nRssFile:", "rss_file"),
-    (b"\nRssShmem:", "rss_shmem"),
-    (b"\nVmSwap:", "vm_swap"),
+# The lines the sampler needs, as the kernel prints them (fs/proc/array.c, task_mem(); Linux 4.5+):
+# VmHWM..RssShmem are consecutive. Three searches in C beat a Python loop over the lines.
+_HEAD = re.compile(rb"\nState:\t(\S)[^\n]*\n(?:[^\n]*\n)*?PPid:\t(\d+)\n")
+_BLOCK = re.compile(
+    rb"\nVmHWM:\s+(\d+) kB\nVmRSS:\s+(\d+) kB\nRssAnon:\s+(\d+) kB\nRssFile:\s+(\d+) kB\nRssShmem:\s+(\d+) kB\n"
 )
+_SWAP = re.compile(rb"\nVmSwap:\s+(\d+) kB")
 
 
 def parse_status_bytes(data: bytes) -> Status:
-    """The same as :func:`parse_status`, on the raw bytes of one read, about twice as fast: it looks
-    up only the lines the sampler needs (the agent reads status for every process every tick)."""
-    values: dict[str, object] = {}
-    for key, attr in _FAST_KEYS:
-        i = data.find(key)
-        if i < 0:
-            values[attr] = None
-            continue
-        j = data.find(b"\n", i + 1)
-        fields = data[i + len(key) : j if j >= 0 else len(data)].split()
-        if attr == "state":
-            values[attr] = fields[0].decode("ascii", "replace") if fields else None
-            continue
-        try:
-            number = int(fields[0]) if fields else None
-        except ValueError:
-            number = None
-        if number is not None and attr != "ppid":
-            number *= 1024  # every size in status is in kB
-        values[attr] = number
-    name = None
-    if data.startswith(b"Name:"):
-        end = data.find(b"\n")
-        name = data[5 : end if end >= 0 else len(data)].lstrip(b"\t").decode("utf-8", "replace")
-    return Status(name=name, **values)  # type: ignore[arg-type]
+    """The same as :func:`parse_status`, on the raw bytes of one read, about twice as fast for a
+    process with memory (the agent reads status for every process every tick). Zombies, kernel
+    threads and kernels before 4.5 (no RssAnon) take the general parser."""
+    head = _HEAD.search(data)
+    block = _BLOCK.search(data)
+    swap = _SWAP.search(data, block.end() - 1) if block is not None else None
+    if head is None or block is None or swap is None or not data.startswith(b"Name:"):
+        return parse_status(data.decode("utf-8", "replace"))
+    end = data.find(b"\n")
+    hwm, rss, anon, file, shmem = block.groups()
+    return Status(
+        name=data[5:end].lstrip(b"\t").decode("utf-8", "replace"),
+        ppid=int(head[2]),
+        rss_anon=int(anon) << 10,
+        rss_file=int(file) << 10,
+        rss_shmem=int(shmem) << 10,
+        vm_rss=int(rss) << 10,
+        vm_hwm=int(hwm) << 10,
+        vm_swap=int(swap[1]) << 10,
+        state=head[1].decode("ascii", "replace"),
+    )
 
 
 def read_status(paths: HostPaths, pid: int) -> Status:

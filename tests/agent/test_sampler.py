@@ -47,7 +47,7 @@ def test_roles_jobs_and_values_match_proc():
         assert writer.uss > 60 * MIB, writer
         assert reader.uss < 16 * MIB, reader
         assert reader.pss < writer.pss
-        assert writer.smaps_age is not None and writer.smaps_age < 5
+        assert writer.smaps_age(tick.time) is not None and writer.smaps_age(tick.time) < 5
         assert tick.node is not None and tick.node.mem_total > 0
         assert {c.name for c in tick.collectors} >= {"processes", "smaps", "cgroups", "node"}
         assert all(c.ok for c in tick.collectors), tick.collectors
@@ -111,6 +111,7 @@ def test_churn_thousands_of_short_lived_processes_no_crash_no_leak():
     try:
         sampler.tick()
         base_fds = _open_fds()
+        runs = sampler.classify_runs
         churn = subprocess.Popen(["sh", "-c", "i=0; while [ $i -lt 3000 ]; do /bin/true & i=$((i+1)); done; wait"])
         ticks = 0
         seen_max = 0
@@ -125,6 +126,9 @@ def test_churn_thousands_of_short_lived_processes_no_crash_no_leak():
         assert not any(p.ppid == churn.pid for p in tick.processes)
         assert len(sampler.table.procs) == len(tick.processes)
         assert _open_fds() <= base_fds + 2, (base_fds, _open_fds())
+        # shells and /bin/true outside any training job cannot change a role: no re-discovery for them
+        # (other processes on the machine may still cause a few)
+        assert sampler.classify_runs - runs < ticks / 2, (sampler.classify_runs - runs, ticks)
     finally:
         sampler.close()
 

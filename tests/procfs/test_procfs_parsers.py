@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -154,3 +156,26 @@ def test_text_parsers_never_raise(parse, text):
 def test_statm_garbage():
     s = parse_statm("12 x")
     assert s.size == 12 * 4096 and s.resident is None and s.data is None
+
+
+def test_fast_status_parser_agrees_with_the_general_one():
+    """parse_status_bytes (the agent's per-tick path) gives what parse_status gives: on the captured
+    file, on every process of this machine (kernel threads and zombies take the general path), and on
+    cut or hostile input."""
+    from oomwatch.procfs.status import parse_status_bytes
+
+    samples = [(PID / "status").read_bytes()]
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                samples.append(Path("/proc", name, "status").read_bytes())
+    full = samples[0]
+    samples += [full[:n] for n in range(0, len(full), 97)]  # reads cut anywhere
+    samples += [
+        b"Name:\tfoo) Z (\\nState:\tR\nState:\tR (running)\nPPid:\t7\n",
+        full.replace(b"VmSwap:", b"VmSwap:x"),
+        full.replace(b"Name:", b"Nome:"),
+        b"\xff\xfe" + full,
+    ]
+    for data in samples:
+        assert parse_status_bytes(data) == parse_status(data.decode("utf-8", "replace")), data[:80]
