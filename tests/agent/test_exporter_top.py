@@ -115,3 +115,36 @@ def test_top_once_json_cli():
     # two samples 1.1 s apart: growth is known (idle processes: about zero)
     assert writer["rss_growth_bytes_per_minute"] is not None
     assert abs(writer["rss_growth_bytes_per_minute"]) < 8 * MIB
+
+
+def test_top_live_on_a_terminal_redraws_and_stops_on_ctrl_c():
+    import pty
+    import select
+    import signal
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oomwatch", "top", "--interval", "0.3"],
+        stdout=follower, stderr=follower, stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )  # fmt: skip
+    os.close(follower)
+    out = b""
+    try:
+        deadline = time.monotonic() + 30
+        while out.count(b"\x1b[H\x1b[2J") < 3 and time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 1.0)
+            if ready:
+                out += os.read(leader, 65536)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    assert out.count(b"\x1b[H\x1b[2J") >= 3, out[-2000:]
+    assert b"oomwatch top" in out and b"Traceback" not in out

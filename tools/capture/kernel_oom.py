@@ -35,6 +35,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from oomwatch.kmsg import unescape
+
 KMSG = "/dev/kmsg"
 
 # Executed by a fresh interpreter: move itself into the cgroup, then become COMMAND.
@@ -257,10 +259,6 @@ DMESG_FORMATS = [
 _RAW_START = re.compile(r"^<(\d+)>\[\s*(\d+)\.(\d+)\] ")
 
 
-def _kmsg_unescape(text: str) -> str:
-    return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text)
-
-
 def _run_dmesg(args: list[str]) -> list[str]:
     out = subprocess.run(["dmesg", *args], capture_output=True, check=True, env={**os.environ, "TZ": "UTC"})
     return out.stdout.decode("utf-8", "replace").splitlines()
@@ -305,7 +303,7 @@ def render_dmesg(selected: list[Record]) -> dict[str, str]:
         keep: list[str] = []
         cursor = 0
         for rec in selected:
-            want = _kmsg_unescape(rec.text).split("\n", 1)[0]
+            want = unescape(rec.text).split("\n", 1)[0]
             for k in range(cursor, len(spans)):
                 s0, s1, usec, text = spans[k]
                 if usec == rec.usec and text == want and raw[s0].startswith(f"<{rec.prefix}>"):
@@ -339,7 +337,7 @@ def render_journal(selected: list[Record]) -> tuple[str | None, str]:
     err = out.stderr.decode("utf-8", "replace").strip()
     lines = text.splitlines()
     keep = []
-    want = [_kmsg_unescape(r.text) for r in selected]
+    want = [unescape(r.text) for r in selected]
     j = 0
     for line in lines:
         if j < len(want) and line.endswith(want[j]):
