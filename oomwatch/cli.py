@@ -173,9 +173,10 @@ def rules_list(rules_dirs: tuple[Path, ...]) -> None:
 
 
 def _add_live_commands() -> None:
-    from oomwatch.cli_agent import agent_cmd, run_cmd, top_cmd
+    from oomwatch.cli_agent import agent_cmd, incidents_group, run_cmd, top_cmd
+    from oomwatch.cli_history import history_cmd
 
-    for command in (agent_cmd, top_cmd, run_cmd):
+    for command in (agent_cmd, top_cmd, run_cmd, history_cmd, incidents_group):
         main.add_command(command)
 
 

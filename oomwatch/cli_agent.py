@@ -68,6 +68,11 @@ def _host_paths(proc_root: Path, sys_root: Path) -> HostPaths:
     help="Per-process series for this many processes outside training jobs, by RSS [default: 20].",
 )
 @click.option(
+    "--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="Where the history (history.db), the incidents (incidents/) and the kernel log position are kept "
+    "[default: /var/lib/oomwatch].",
+)  # fmt: skip
+@click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
 @_with_paths
@@ -78,6 +83,7 @@ def agent_cmd(
     web_config: Path | None,
     pss_budget: float | None,
     top_n: int | None,
+    state_dir: Path | None,
     log_level: str,
     proc_root: Path,
     sys_root: Path,
@@ -88,6 +94,9 @@ def agent_cmd(
     shmem, swap), finds training jobs and their roles (launcher, rank, DataLoader
     worker, manager), reads smaps_rollup (PSS, USS) of job processes on a CPU
     budget, and the jobs' cgroups, the node's memory and PSI, and GPUs (NVML).
+    It keeps a history of the jobs' memory in STATE_DIR/history.db and, when
+    the kernel OOM-kills a process, writes an incident (who died, what grew,
+    why, what to change) to STATE_DIR/incidents/ within a second.
 
     \b
     Signals: SIGTERM or SIGINT stop it cleanly; SIGHUP re-reads --config.
@@ -103,7 +112,7 @@ def agent_cmd(
 
     logging.basicConfig(level=log_level.upper(), format="oomwatch agent: %(levelname)s: %(message)s")
     flags = {"listen": listen, "interval": interval, "web_config": web_config, "pss_budget": pss_budget,
-             "top_n": top_n}  # fmt: skip
+             "top_n": top_n, "state_dir": state_dir}  # fmt: skip
     try:
         agent = Agent(config_path, flags, _host_paths(proc_root, sys_root))
         agent.install_signals()
@@ -286,3 +295,81 @@ def run_cmd(
         }
         report.write_text(json.dumps(doc, indent=2) + "\n")
     sys.exit(status)
+
+
+def _incident_id_or_path(state_dir: Path, ident: str) -> Path:
+    from oomwatch.agent.incidents import incident_dir
+
+    direct = Path(ident)
+    if direct.suffix == ".json" and direct.is_file():
+        return direct
+    d = incident_dir(state_dir)
+    matches = sorted(d.glob(f"{ident}*.json")) if d.is_dir() else []
+    if len(matches) != 1:
+        what = "no incident" if not matches else f"{len(matches)} incidents"
+        raise click.UsageError(f"{what} matching {ident!r} in {d} (see `oomwatch incidents`)")
+    return matches[0]
+
+
+_state_option = click.option(
+    "--state-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("/var/lib/oomwatch"),
+    show_default=True, help="The agent's state directory.",
+)  # fmt: skip
+
+
+@click.group("incidents", invoke_without_command=True)
+@_state_option
+@click.pass_context
+def incidents_group(ctx: click.Context, state_dir: Path) -> None:
+    """List the OOM incidents the agent recorded on this node (oldest first).
+
+    \b
+    Example:
+      $ oomwatch incidents
+      $ oomwatch incidents show 20261130T014501Z-torchrun-run-1-4242
+    """
+    ctx.obj = state_dir
+    if ctx.invoked_subcommand is not None:
+        return
+    from oomwatch.agent.incidents import incident_dir, list_incidents
+
+    if not incident_dir(state_dir).is_dir():
+        click.echo(f"oomwatch: no incidents directory in {state_dir} (is the agent running with this --state-dir?)",
+                   err=True)  # fmt: skip
+        sys.exit(Exit.USAGE)
+    docs = list_incidents(state_dir)
+    if not docs:
+        click.echo("no incidents")
+        return
+    for doc in docs:
+        v = doc.get("victim", {})
+        d = doc.get("diagnosis", {})
+        causes = d.get("causes") or []
+        cause = causes[0].get("id") if causes else "-"
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.get("time", 0)))
+        role = v.get("role") or "-"
+        rank = "" if v.get("rank") is None else f" rank {v['rank']}"
+        click.echo(f"{doc['id']}  {when}  pid {v.get('pid')} {v.get('comm')} ({role}{rank})  "
+                   f"{d.get('verdict')}  cause: {cause}")  # fmt: skip
+
+
+@incidents_group.command("show")
+@click.argument("ident", metavar="ID")
+@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_obj
+def incidents_show(state_dir: Path, ident: str, fmt: str) -> None:
+    """Show one incident: the diagnosis, the kernel's report and the job's recent history.
+
+    ID is an incident id (or its unique beginning) from `oomwatch incidents`, or the
+    path of an incident's .json file.
+    """
+    path = _incident_id_or_path(state_dir, ident)
+    if fmt == "json":
+        click.echo(path.read_text(), nl=False)
+        return
+    text = path.with_suffix(".txt")
+    if text.is_file():
+        click.echo(text.read_text(), nl=False)
+    else:
+        doc = json.loads(path.read_text())
+        click.echo(json.dumps(doc.get("diagnosis"), indent=2))

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import errno
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +84,11 @@ class KmsgReader:
         self.lost = 0  # records overwritten before we could read them
         self._fd: int | None = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
 
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise ValueError("KmsgReader is closed")
+        return self._fd
+
     def seek_end(self) -> None:
         """Skip what is in the buffer now: the next read returns only newer records."""
         if self._fd is not None:
@@ -125,3 +132,40 @@ def kmsg_records(after: int = -1, path: Path = Path("/dev/kmsg")) -> list[KmsgRe
     """Every record now in the ring buffer with a sequence number above ``after``."""
     with KmsgReader(path) as reader:
         return reader.read_available(after)
+
+
+_KILL = re.compile(r"Killed process (\d+)|oom-kill:.*?,pid=(\d+)")
+_HEADER = "invoked oom-killer"
+_REAPER = "oom_reaper"
+
+
+def kill_pid(rec: KmsgRecord) -> int | None:
+    """The pid a kill record names (``Killed process N`` or the ``oom-kill:`` summary), else None."""
+    m = _KILL.search(rec.text)
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def kill_reports(records: Sequence[KmsgRecord]) -> list[tuple[int, list[KmsgRecord]]]:
+    """(victim pid, the records of its OOM report) for each ``Killed process`` record: from the
+    report's "invoked oom-killer" header (when within the 2000 records before) through the kill line
+    and the reaper lines right after it. A report's ``oom-kill:`` summary and its ``Killed process``
+    line name the same pid: one report each."""
+    out: list[tuple[int, list[KmsgRecord]]] = []
+    last_end = -1
+    for i, rec in enumerate(records):
+        if i <= last_end or "Killed process" not in rec.text:
+            continue
+        pid = kill_pid(rec)
+        if pid is None:
+            continue
+        start = i
+        for j in range(i, max(last_end, i - 2000), -1):  # never into the previous report
+            if _HEADER in records[j].text:
+                start = j
+                break
+        end = i
+        while end + 1 < len(records) and end + 1 - i <= 3 and _REAPER in records[end + 1].text:
+            end += 1
+        out.append((pid, list(records[start : end + 1])))
+        last_end = end
+    return out

@@ -7,6 +7,7 @@ Example (``deploy/systemd/agent.yaml``)::
     pss_budget: 0.05
     top_n: 20
     # web_config: /etc/oomwatch/web.yaml
+    # state_dir: /var/lib/oomwatch
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class AgentConfig:
     pss_budget: float = 0.05  # fraction of one CPU spent reading smaps_rollup
     top_n: int = 20  # per-process series for processes outside training jobs
     web_config: Path | None = None  # TLS and basic auth (Prometheus exporter-toolkit format)
+    state_dir: Path = Path("/var/lib/oomwatch")  # history.db, incidents/, kmsg-position.json
 
 
 KEYS = {f.name for f in fields(AgentConfig)}
@@ -67,9 +69,9 @@ def validate(values: Mapping[str, Any], where: str) -> dict[str, Any]:
             out[key] = float(_number(where, key, value, 0.0, 1.0))
         elif key == "top_n":
             out[key] = int(_number(where, key, value, 0, 100_000, integer=True))
-        elif key == "web_config":
-            if not isinstance(value, (str, Path)):
-                raise ConfigError(f"{where}: web_config must be a file path")
+        elif key in ("web_config", "state_dir"):
+            if not isinstance(value, (str, Path)) or not str(value):
+                raise ConfigError(f"{where}: {key} must be a path")
             out[key] = Path(value)
     return out
 
@@ -91,8 +93,9 @@ def load_config(path: Path | None, flags: Mapping[str, Any]) -> AgentConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of keys ({', '.join(sorted(KEYS))})")
         values = validate(data, str(path))
-        if "web_config" in values and not values["web_config"].is_absolute():
-            values["web_config"] = path.parent / values["web_config"]  # relative to the config file
+        for key in ("web_config", "state_dir"):
+            if key in values and not values[key].is_absolute():
+                values[key] = path.parent / values[key]  # relative to the config file
         config = replace(config, **values)
     given = {k: v for k, v in flags.items() if v is not None}
     return replace(config, **validate(given, "command line"))

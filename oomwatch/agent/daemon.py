@@ -19,7 +19,10 @@ from typing import Any
 from oomwatch import __version__
 from oomwatch.agent.config import AgentConfig, load_config
 from oomwatch.agent.exporter import AgentCollector, registry_for
+from oomwatch.agent.history import HistoryStore
 from oomwatch.agent.http import MetricsServer, WebConfig, load_web_config
+from oomwatch.agent.incidents import Incidents
+from oomwatch.agent.kmsgwatch import KmsgWatcher
 from oomwatch.agent.sampler import Sampler
 from oomwatch.errors import ConfigError
 from oomwatch.paths import HostPaths
@@ -54,6 +57,32 @@ class Agent:
         self.sampler = Sampler(self.paths, pss_budget=self.config.pss_budget, top_n=self.config.top_n)
         self.collector = AgentCollector(self.config.top_n, self.config.pss_budget)
         self.server = MetricsServer(registry_for(self.collector), self.config.listen, self.web)
+        self.history: HistoryStore | None = None
+        self.incidents: Incidents | None = None
+        self.watcher: KmsgWatcher | None = None
+
+    def _open_state(self) -> None:
+        """History, incidents and the kernel-log watcher; each missing piece is said once, and the
+        agent goes on without it (metrics still work)."""
+        notices = self.sampler.notices
+        state = self.config.state_dir
+        try:
+            state.mkdir(parents=True, exist_ok=True)
+            self.history = HistoryStore(state / "history.db", notices=notices)
+            self.incidents = Incidents(state, self.history)
+        except OSError as exc:
+            notices.say("state", f"cannot use the state directory {state} ({exc.strerror or exc}): no history and "
+                        "no incident files (set --state-dir or state_dir to a writable directory)")  # fmt: skip
+            return
+        self.collector.incidents = self.incidents
+        try:
+            self.watcher = KmsgWatcher(self.paths.kmsg, state, self.incidents.on_kill, self.paths.proc)
+        except OSError as exc:
+            notices.say("kmsg", f"cannot read {self.paths.kmsg} ({exc.strerror or exc}): no incidents from the "
+                        "kernel's OOM reports (needs root, or CAP_SYSLOG where kernel.dmesg_restrict=1)")  # fmt: skip
+            return
+        self.watcher.start()
+        threading.Thread(target=self.incidents.warm, name="oomwatch-warm", daemon=True).start()
 
     def request_stop(self, *_: object) -> None:
         self.stop_requested.set()
@@ -71,6 +100,7 @@ class Agent:
     def run(self) -> None:
         fds = raise_fd_limit()
         self.server.start()  # ConfigError when the address cannot be bound: the caller exits 2
+        self._open_state()
         log.info(
             "oomwatch agent %s: metrics on %s, every %gs, smaps budget %g%% of a CPU, descriptor limit %d",
             __version__,
@@ -83,6 +113,10 @@ class Agent:
             self._loop()
         finally:
             self.server.stop()
+            if self.watcher is not None:
+                self.watcher.stop()
+            if self.history is not None:
+                self.history.close()
             self.sampler.close()
             log.info("oomwatch agent stopped")
 
@@ -95,6 +129,10 @@ class Agent:
                 self.reload()
             tick = self.sampler.tick()
             self.collector.update(tick)
+            if self.incidents is not None:
+                self.incidents.observe(tick)
+            if self.history is not None:
+                self.history.record(tick)
             due += self.config.interval
             delay = due - time.monotonic()
             if delay < 0:
@@ -144,4 +182,7 @@ class Agent:
 
 def _describe(c: AgentConfig) -> str:
     web = f", web config {c.web_config}" if c.web_config else ""
-    return f"listen {c.listen}, interval {c.interval:g}s, smaps budget {c.pss_budget:g}, top_n {c.top_n}{web}"
+    return (
+        f"listen {c.listen}, interval {c.interval:g}s, smaps budget {c.pss_budget:g}, top_n {c.top_n}{web}, "
+        f"state {c.state_dir}"
+    )

@@ -24,6 +24,7 @@ from oomwatch import __version__
 from oomwatch.agent.model import ProcessSample, Tick
 
 if TYPE_CHECKING:
+    from oomwatch.agent.incidents import Incidents
     from oomwatch.procfs.pressure import Pressure
 
 PROCESS_LABELS = ["training_job", "rank", "local_rank", "role", "pid", "comm"]
@@ -73,6 +74,7 @@ class AgentCollector(Collector):
         self.budget_fraction = budget_fraction
         self.smaps_spent_total = 0.0
         self.ticks_total = 0
+        self.incidents: Incidents | None = None  # set by the daemon when it writes incidents
 
     def update(self, tick: Tick) -> None:
         self.smaps_spent_total += tick.smaps_spent
@@ -98,6 +100,7 @@ class AgentCollector(Collector):
             "The configured smaps_rollup budget, as a fraction of one CPU.",
             value=self.budget_fraction,
         )
+        yield from self._kills()
         if tick is None:
             return
         yield GaugeMetricFamily(
@@ -117,6 +120,28 @@ class AgentCollector(Collector):
         yield from self._cgroups(tick)
         yield from self._node(tick)
         yield from self._gpus(tick)
+
+    def _kills(self) -> Iterator[Metric]:
+        inc = self.incidents
+        if inc is None:
+            return
+        kills = CounterMetricFamily(
+            "oomwatch_oom_kills",
+            "Processes the kernel OOM-killed since the agent started, by the victim's job, role, rank and name, "
+            "and the verdict (cgroup_oom: a memory limit; host_oom: the node's RAM).",
+            labels=["training_job", "role", "rank", "comm", "verdict"],
+        )
+        with inc.lock:
+            counts, last = dict(inc.counts), inc.last_time
+        for key, n in sorted(counts.items()):
+            kills.add_metric(list(key), n)
+        yield kills
+        if last is not None:
+            yield GaugeMetricFamily(
+                "oomwatch_last_oom_kill_timestamp_seconds",
+                "When the agent last saw the kernel OOM-kill a process.",
+                value=last,
+            )
 
     def _processes(self, tick: Tick) -> Iterator[Metric]:
         exported = exported_processes(tick, self.top_n)

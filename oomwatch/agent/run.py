@@ -12,7 +12,6 @@ through, and when it fails say why, from the samples, its output and the kernel'
 from __future__ import annotations
 
 import contextlib
-import re
 import signal
 import subprocess
 import sys
@@ -31,14 +30,12 @@ from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.loader import load_rules
 from oomwatch.engine.scanner import Scanner
 from oomwatch.engine.sizes import human
-from oomwatch.kmsg import KmsgReader, KmsgRecord
+from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 from oomwatch.paths import HostPaths
 
 HEAD_BYTES = 1 << 20
 TAIL_BYTES = 16 << 20
 KMSG_KEEP = 100_000  # records kept while the command runs (kernel reports are ~60 records each)
-_KILL = re.compile(r"Killed process (\d+)|oom-kill:.*?,pid=(\d+)")
-_HEADER = "invoked oom-killer"
 
 
 class Capture:
@@ -131,23 +128,8 @@ class Recorder:
 
 
 def kernel_reports_for(records: Sequence[KmsgRecord], pids: set[int]) -> list[KmsgRecord]:
-    """The records of each OOM report whose kill hit one of ``pids``: from its "invoked oom-killer"
-    header (when within the last 2000 records) through the kill line and the reaper line after it."""
-    keep: set[int] = set()
-    for i, rec in enumerate(records):
-        m = _KILL.search(rec.text)
-        if not m or int(m.group(1) or m.group(2)) not in pids:
-            continue
-        start = i
-        for j in range(i, max(-1, i - 2000), -1):
-            if _HEADER in records[j].text:
-                start = j
-                break
-        end = i
-        while end + 1 < len(records) and end + 1 - i <= 3 and "oom_reaper" in records[end + 1].text:
-            end += 1
-        keep.update(range(start, end + 1))
-    return [records[i] for i in sorted(keep)]
+    """The records of each OOM report whose kill hit one of ``pids``."""
+    return [rec for pid, report in kill_reports(records) if pid in pids for rec in report]
 
 
 @dataclass

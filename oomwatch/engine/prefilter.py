@@ -18,16 +18,18 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Protocol
 
+_loaded: dict[str, ModuleType | None] = {}
+
 
 def _optional(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(name)
-    except ImportError:  # pragma: no cover - depends on the platform
-        return None
-
-
-_hs = _optional("hyperscan")  # Linux x86_64 wheels
-_re2 = _optional("re2")  # google-re2: wheels for most platforms
+    """Import a backend on first use only: the agent uses the ``re`` backend and should not map
+    Hyperscan's and RE2's libraries into its memory."""
+    if name not in _loaded:
+        try:
+            _loaded[name] = importlib.import_module(name)
+        except ImportError:  # pragma: no cover - depends on the platform
+            _loaded[name] = None
+    return _loaded[name]
 
 
 class Prefilter(Protocol):
@@ -42,8 +44,9 @@ class _HyperscanPrefilter:
     name = "hyperscan"
 
     def __init__(self, anchors: Sequence[bytes]) -> None:
-        assert _hs is not None
-        self._db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+        hs = _optional("hyperscan")
+        assert hs is not None
+        self._db = hs.Database(mode=hs.HS_MODE_BLOCK)
         exprs = [re.escape(a) for a in anchors]
         self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs))
 
@@ -71,9 +74,9 @@ class _RegexPrefilter:
 
 def available_backends() -> list[str]:
     names = []
-    if _hs is not None:
+    if _optional("hyperscan") is not None:  # Linux x86_64 wheels
         names.append("hyperscan")
-    if _re2 is not None:
+    if _optional("re2") is not None:  # google-re2: wheels for most platforms
         names.append("re2")
     names.append("re")
     return names
@@ -84,10 +87,11 @@ def make_prefilter(anchors: Sequence[bytes], backend: str | None = None) -> Pref
     if not anchors:
         raise ValueError("a prefilter needs at least one anchor")
     backend = backend or available_backends()[0]
-    if backend == "hyperscan" and _hs is not None:
+    if backend == "hyperscan" and _optional("hyperscan") is not None:
         return _HyperscanPrefilter(anchors)
-    if backend == "re2" and _re2 is not None:
-        return _RegexPrefilter(anchors, _re2, "re2")
+    re2 = _optional("re2") if backend == "re2" else None
+    if re2 is not None:
+        return _RegexPrefilter(anchors, re2, "re2")
     if backend == "re":
         return _RegexPrefilter(anchors, re, "re")
     raise ValueError(f"prefilter backend {backend!r} is not available here")

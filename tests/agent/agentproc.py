@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -17,6 +19,10 @@ from tests.conftest import ROOT
 class AgentProcess:
     def __init__(self, *args: str) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self._own_state = None
+        if "--state-dir" not in args:  # never the machine's /var/lib/oomwatch
+            self._own_state = tempfile.mkdtemp(prefix="oomwatch-agent-state-")
+            args = (*args, "--state-dir", self._own_state)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "oomwatch", "agent", *args],
             stderr=subprocess.PIPE,
@@ -55,6 +61,8 @@ class AgentProcess:
             if self.proc.stderr:
                 self.lines.extend(self.proc.stderr.readlines())
                 self.proc.stderr.close()
+            if self._own_state is not None:
+                shutil.rmtree(self._own_state, ignore_errors=True)
         return rc
 
 

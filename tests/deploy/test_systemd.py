@@ -12,10 +12,13 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import yaml
+
+from oomwatch.agent.config import AgentConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "systemd"
@@ -29,7 +32,7 @@ RSS_TARGET = 60 * 1000 * 1000  # the agent's measured RSS target: < 60 MB with 1
 # Other systemd versions weigh some settings differently, hence the margin; a rise above it
 # means the unit lost some hardening.
 MAX_EXPOSURE = 3.0
-CONFIG_KEYS = {"listen", "interval", "pss_budget", "top_n", "web_config"}
+CONFIG_KEYS = {f.name for f in fields(AgentConfig)}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -224,6 +227,13 @@ def test_example_config():
     config = yaml.safe_load(CONFIG.read_text())
     assert isinstance(config, dict)
     assert set(config) <= CONFIG_KEYS, f"unknown keys: {sorted(set(config) - CONFIG_KEYS)}"
-    assert config == {"listen": ":9797", "interval": 1.0, "pss_budget": 0.05, "top_n": 20}
+    assert config == {
+        "listen": ":9797",
+        "interval": 1.0,
+        "pss_budget": 0.05,
+        "top_n": 20,
+        "state_dir": "/var/lib/oomwatch",
+    }
+    assert load_config(CONFIG, {}) == AgentConfig()  # the example shows the defaults, through the real loader
     # web_config is optional and shown commented out
     assert re.search(r"^# web_config: /\S+$", CONFIG.read_text(), re.MULTILINE)

@@ -1,0 +1,219 @@
+"""``oomwatch history``: what the agent recorded, per process of the training jobs or per cgroup."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from oomwatch.agent.history import CgroupRow, HistoryStore, ProcessRow, open_readonly
+from oomwatch.engine.sizes import human
+from oomwatch.errors import InputError
+from oomwatch.exitcodes import Exit
+
+SCHEMA = "oomwatch.history/v1"
+DEFAULT_STATE_DIR = Path("/var/lib/oomwatch")
+HISTORY_FILE = "history.db"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_when(text: str, now: float, option: str = "--since") -> float:
+    """Epoch seconds for ``10m``/``2h``/``1d`` ago, ``now``, or an ISO time (local unless it
+    names its zone). Raises ValueError with a message for people."""
+    m = _DURATION.match(text)
+    if m:
+        return now - float(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()]
+    if text.strip().lower() == "now":
+        return now
+    iso = text.strip()
+    if iso.endswith(("Z", "z")):
+        iso = iso[:-1] + "+00:00"  # Python 3.10's fromisoformat does not read Z
+    try:
+        return datetime.fromisoformat(iso).timestamp()  # naive: local time
+    except ValueError:
+        pass
+    raise ValueError(
+        f"{option} {text!r}: give a duration ago (30s, 10m, 2h, 1d) "
+        "or an ISO time (2024-05-01T09:30, 2024-05-01T07:30Z)"
+    )
+
+
+def _printable(text: str) -> str:
+    """A comm is chosen by the process: no control characters on the terminal."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _local(t: float) -> str:
+    return datetime.fromtimestamp(t).isoformat(timespec="seconds")
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], right: frozenset[int]) -> str:
+    body = [list(header), *[list(r) for r in rows]]
+    widths = [max(len(r[i]) for r in body) for i in range(len(header))]
+    lines = []
+    for r in body:
+        cells = [r[i].rjust(widths[i]) if i in right else r[i].ljust(widths[i]) for i in range(len(header))]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _dash(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+_COARSE_NOTE = "* older than the fine window: the peak of each size over the {step:g} s from the row's time\n"
+
+
+def _process_text(rows: list[ProcessRow], step: float) -> str:
+    several_jobs = len({r.job for r in rows}) > 1
+    header = ["time", *(["job"] if several_jobs else []), "pid", "role", "rank", "comm",
+              "RSS", "anon", "USS", "PSS", "swap"]  # fmt: skip
+    first_size = header.index("RSS")
+    right = frozenset({header.index("pid"), header.index("rank"), *range(first_size, len(header))})
+    coarse = any(r.resolution >= step for r in rows)
+    out = []
+    for r in rows:
+        mark = "*" if r.resolution >= step else ""
+        out.append([_local(r.time) + mark, *([r.job or "-"] if several_jobs else []), str(r.pid), r.role,
+                    _dash(r.rank), _printable(r.comm), human(r.rss), human(r.anon), human(r.uss), human(r.pss),
+                    human(r.swap)])  # fmt: skip
+    text = _table(header, out, right)
+    if coarse:
+        text += _COARSE_NOTE.format(step=step)
+    return text
+
+
+def _cgroup_text(rows: list[CgroupRow], step: float) -> str:
+    header = ["time", "cgroup", "jobs", "usage", "limit", "eff.limit", "anon", "file", "shmem", "swap", "oom_kills"]
+    right = frozenset(range(3, len(header)))
+    coarse = any(r.resolution >= step for r in rows)
+    out = []
+    for r in rows:
+        mark = "*" if r.resolution >= step else ""
+        out.append([_local(r.time) + mark, _printable(r.path), r.jobs or "-", human(r.usage), human(r.limit),
+                    human(r.effective_limit), human(r.anon), human(r.file), human(r.shmem), human(r.swap),
+                    _dash(r.oom_kills)])  # fmt: skip
+    text = _table(header, out, right)
+    if coarse:
+        text += _COARSE_NOTE.format(step=step)
+    return text
+
+
+def _csv(rows: Sequence[ProcessRow] | Sequence[CgroupRow], kind: type[Any]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([f.name for f in fields(kind)])
+    for r in rows:
+        writer.writerow(["" if v is None else v for v in asdict(r).values()])
+    return buf.getvalue()
+
+
+@click.command("history")
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_STATE_DIR,
+    show_default=True,
+    help=f"The agent's state directory; the history is {HISTORY_FILE} in it.",
+)
+@click.option("--job", default=None, metavar="JOB", help="Only this training job (its run id, Slurm job or pod uid).")
+@click.option("--pid", type=int, default=None, help="Only this process.")
+@click.option(
+    "--since",
+    default=None,
+    metavar="WHEN",
+    help="From this time on: a duration ago (30s, 10m, 2h, 1d) or an ISO time (local, unless it ends in Z or +HH:MM).",
+)
+@click.option("--until", default=None, metavar="WHEN", help="Up to this time; same forms as --since.")
+@click.option("--cgroups", is_flag=True, help="The jobs' cgroups instead of their processes.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text", show_default=True,
+    help="text: a table for people; csv: a header and raw bytes; json: schema oomwatch.history/v1.",
+)  # fmt: skip
+def history_cmd(
+    state_dir: Path,
+    job: str | None,
+    pid: int | None,
+    since: str | None,
+    until: str | None,
+    cgroups: bool,
+    fmt: str,
+) -> None:
+    """Show what the agent recorded about training jobs' memory, after the fact.
+
+    The agent keeps every tick of the last 15 minutes, then the peak of
+    each size per 10 s, for a day (bounded to 512 MiB). Reading is safe
+    while the agent writes. Rows marked * in the table are 10 s peaks.
+
+    \b
+    Examples:
+      $ oomwatch history --job 4821 --since 2h
+      $ oomwatch history --pid 31337 --since 2024-05-01T09:00 --until 2024-05-01T09:30
+      $ oomwatch history --cgroups --since 10m --format json
+      $ oomwatch history --since 1d --format csv > history.csv
+    """
+    now = time.time()
+    try:
+        if cgroups and pid is not None:
+            raise ValueError("--pid does not apply to --cgroups (a cgroup has no pid; use --job)")
+        start = parse_when(since, now, "--since") if since is not None else None
+        end = parse_when(until, now, "--until") if until is not None else None
+    except ValueError as exc:
+        _fail(str(exc))
+    path = state_dir / HISTORY_FILE
+    try:
+        store = open_readonly(path)
+    except InputError as exc:
+        _fail(str(exc))
+    try:
+        _show(store, job, pid, start, end, cgroups, fmt)
+    except InputError as exc:
+        _fail(str(exc))
+    finally:
+        store.close()
+
+
+def _show(
+    store: HistoryStore, job: str | None, pid: int | None, start: float | None, end: float | None, cgroups: bool,
+    fmt: str,
+) -> None:  # fmt: skip
+    step = float(store.get_meta("coarse_step") or 10.0)
+    if cgroups:
+        cg_rows = store.cgroups(since=start, until=end)
+        if job is not None:
+            cg_rows = [r for r in cg_rows if job in r.jobs.split(",")]
+        if fmt == "json":
+            click.echo(json.dumps({"schema": SCHEMA, "cgroups": [asdict(r) for r in cg_rows]}, indent=1))
+        elif fmt == "csv":
+            click.echo(_csv(cg_rows, CgroupRow), nl=False)
+        elif cg_rows:
+            click.echo(_cgroup_text(cg_rows, step), nl=False)
+        else:
+            click.echo("oomwatch: no cgroup samples recorded for this selection", err=True)
+        return
+    rows = store.processes(job=job, pid=pid, since=start, until=end)
+    if fmt == "json":
+        click.echo(json.dumps({"schema": SCHEMA, "processes": [asdict(r) for r in rows]}, indent=1))
+    elif fmt == "csv":
+        click.echo(_csv(rows, ProcessRow), nl=False)
+    elif rows:
+        click.echo(_process_text(rows, step), nl=False)
+    else:
+        click.echo("oomwatch: no process samples recorded for this selection", err=True)
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"oomwatch: {message}", err=True)
+    sys.exit(Exit.USAGE)
