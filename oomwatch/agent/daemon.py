@@ -19,11 +19,13 @@ from typing import Any
 from oomwatch import __version__
 from oomwatch.agent.config import AgentConfig, load_config
 from oomwatch.agent.exporter import AgentCollector, registry_for
+from oomwatch.agent.forecast import NODE, Trends, Warner
 from oomwatch.agent.history import HistoryStore
 from oomwatch.agent.http import MetricsServer, WebConfig, load_web_config
 from oomwatch.agent.incidents import Incidents
 from oomwatch.agent.kmsgwatch import KmsgWatcher
 from oomwatch.agent.sampler import Sampler
+from oomwatch.engine.sizes import human
 from oomwatch.errors import ConfigError
 from oomwatch.paths import HostPaths
 
@@ -57,6 +59,8 @@ class Agent:
         self.sampler = Sampler(self.paths, pss_budget=self.config.pss_budget, top_n=self.config.top_n)
         self.collector = AgentCollector(self.config.top_n, self.config.pss_budget)
         self.server = MetricsServer(registry_for(self.collector), self.config.listen, self.web)
+        self.trends = Trends()
+        self.warner = Warner()
         self.history: HistoryStore | None = None
         self.incidents: Incidents | None = None
         self.watcher: KmsgWatcher | None = None
@@ -133,6 +137,15 @@ class Agent:
                 self.incidents.observe(tick)
             if self.history is not None:
                 self.history.record(tick)
+            forecasts = self.trends.add(tick)
+            self.collector.forecasts = forecasts
+            for f in self.warner.due(forecasts):
+                where = "the node's RAM" if f.cgroup == NODE else f"cgroup {f.cgroup}"
+                jobs = f" (job {', '.join(f.jobs)})" if f.jobs else ""
+                log.warning(
+                    "predicted OOM: %s%s reaches its limit %s in %.0fs at %s/s (now %s unreclaimable, fit r2 %.2f)",
+                    where, jobs, human(f.limit), f.seconds, human(int(f.slope)), human(f.used), f.r2,
+                )  # fmt: skip
             due += self.config.interval
             delay = due - time.monotonic()
             if delay < 0:

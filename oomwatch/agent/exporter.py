@@ -24,6 +24,7 @@ from oomwatch import __version__
 from oomwatch.agent.model import ProcessSample, Tick
 
 if TYPE_CHECKING:
+    from oomwatch.agent.forecast import Forecast
     from oomwatch.agent.incidents import Incidents
     from oomwatch.procfs.pressure import Pressure
 
@@ -75,6 +76,7 @@ class AgentCollector(Collector):
         self.smaps_spent_total = 0.0
         self.ticks_total = 0
         self.incidents: Incidents | None = None  # set by the daemon when it writes incidents
+        self.forecasts: list[Forecast] = []  # replaced whole each tick
 
     def update(self, tick: Tick) -> None:
         self.smaps_spent_total += tick.smaps_spent
@@ -116,10 +118,32 @@ class AgentCollector(Collector):
             took.add_metric([r.name], r.duration)
         yield ok
         yield took
+        yield from self._forecasts()
         yield from self._processes(tick)
         yield from self._cgroups(tick)
         yield from self._node(tick)
         yield from self._gpus(tick)
+
+    def _forecasts(self) -> Iterator[Metric]:
+        labels = ["training_job", "cgroup"]
+        seconds = GaugeMetricFamily(
+            "oomwatch_predicted_oom_seconds",
+            "Seconds until the cgroup's unreclaimable memory (anon + shmem) reaches its effective limit, or the "
+            'node\'s available memory reaches zero (cgroup="node"), at the trend of the last 2 minutes. '
+            "Absent when memory is not growing steadily.",
+            labels=labels,
+        )
+        slope = GaugeMetricFamily(
+            "oomwatch_memory_growth_bytes_per_second",
+            "The trend behind oomwatch_predicted_oom_seconds (least squares over the last 2 minutes).",
+            labels=labels,
+        )
+        for f in self.forecasts:
+            lv = [",".join(f.jobs), f.cgroup]
+            seconds.add_metric(lv, f.seconds)
+            slope.add_metric(lv, f.slope)
+        yield seconds
+        yield slope
 
     def _kills(self) -> Iterator[Metric]:
         inc = self.incidents

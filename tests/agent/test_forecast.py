@@ -1,0 +1,93 @@
+"""Time to OOM: the least-squares forecast on exact series, and end to end a real steady leak in a
+cgroup v1 limit, warned before the kernel kills it (the lead time is printed: pytest -s)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from oomwatch.agent.forecast import Forecast, Warner, fit, predict
+from tests.agent.agentproc import AgentProcess
+from tests.cgroup_util import memory_cgroup
+from tests.conftest import require_root_cgroup
+
+MIB = 1 << 20
+
+
+def test_fit_and_predict_on_a_straight_line():
+    pts = [(float(t), 100 * MIB + 10 * MIB * t) for t in range(20)]
+    slope, intercept, r2 = fit(pts)
+    assert slope == pytest.approx(10 * MIB) and intercept == pytest.approx(100 * MIB) and r2 == pytest.approx(1.0)
+    seconds, s, _ = predict(pts, 400 * MIB)
+    assert s == pytest.approx(10 * MIB)
+    assert seconds == pytest.approx(11.0)  # at t=19: 290 MiB; 110 MiB to go at 10 MiB/s
+
+
+def test_no_forecast_when_flat_shrinking_noisy_or_too_short():
+    flat = [(float(t), 100 * MIB) for t in range(20)]
+    shrinking = [(float(t), 100 * MIB - MIB * t) for t in range(20)]
+    noisy = [(float(t), 100 * MIB + (50 * MIB if t % 2 else 0) + MIB * t / 10) for t in range(20)]
+    short = [(t / 10, 100 * MIB + MIB * t) for t in range(20)]  # 1.9 s of data
+    for pts in (flat, shrinking, noisy, short, []):
+        assert predict(pts, 400 * MIB) is None
+
+
+def test_warner_says_once_per_episode():
+    w = Warner(before=60)
+
+    def f(seconds):
+        return Forecast("/a", ("j",), 1, 2, 1.0, seconds, 1.0)
+
+    assert len(w.due([f(30)])) == 1
+    assert w.due([f(20)]) == []  # same episode
+    assert w.due([f(500)]) == []  # far off: the episode ended
+    assert len(w.due([f(10)])) == 1  # a new one
+
+
+LEAK = """
+import os, sys, time
+open(os.path.join(sys.argv[1], "cgroup.procs"), "w").write(str(os.getpid()))
+print("started", flush=True)
+hog = []
+while True:
+    hog.append(bytearray(4 << 20))  # 4 MiB every 0.2 s: a steady 20 MiB/s leak
+    time.sleep(0.2)
+"""
+
+
+def test_forecast_warns_before_the_kill(tmp_path: Path):
+    require_root_cgroup()
+    script = tmp_path / "leak.py"
+    script.write_text(LEAK)
+    job = f"leak-{os.getpid()}"
+    agent = AgentProcess("--listen", "127.0.0.1:0", "--interval", "0.5")
+    try:
+        time.sleep(0.5)
+        env = dict(os.environ, RANK="0", LOCAL_RANK="0", TORCHELASTIC_RUN_ID=job)
+        with memory_cgroup(400 << 20, name="oomwatch-leak") as cg:
+            leak = subprocess.Popen([sys.executable, str(script), str(cg)], stdout=subprocess.DEVNULL, env=env)
+            started = time.monotonic()
+            try:
+                line = agent.wait_for(rf"predicted OOM: cgroup .*\(job {job}\)", timeout=60).string
+                warned = time.monotonic()
+                assert leak.wait(timeout=60) == -9  # the kernel's SIGKILL
+                killed = time.monotonic()
+            finally:
+                if leak.poll() is None:
+                    leak.kill()
+                    leak.wait()
+    finally:
+        agent.stop()
+    assert "reaches its limit 400.0 MiB" in line, line
+    predicted = float(re.search(r"in (\d+)s at ", line).group(1))
+    lead = killed - warned
+    print(f"forecast lead time: warned {lead:.1f}s before the kill (predicted {predicted:.0f}s; "
+          f"the leak ran {killed - started:.1f}s)")  # fmt: skip
+    assert lead >= 3.0
+    assert abs(predicted - lead) < max(5.0, lead / 2)  # the forecast was about right
