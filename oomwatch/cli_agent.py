@@ -356,14 +356,43 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
 @incidents_group.command("show")
 @click.argument("ident", metavar="ID")
 @click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Write the incident as one self-contained HTML page (charts of each process's memory over time, the "
+    "limit, the kill; nothing loaded from the network) to FILE instead of printing it.",
+)
 @click.pass_obj
-def incidents_show(state_dir: Path, ident: str, fmt: str) -> None:
+def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None) -> None:
     """Show one incident: the diagnosis, the kernel's report and the job's recent history.
 
     ID is an incident id (or its unique beginning) from `oomwatch incidents`, or the
     path of an incident's .json file.
     """
     path = _incident_id_or_path(state_dir, ident)
+    if html_path is not None:
+        from oomwatch.agent.incident_html import write_incident_html
+
+        problem = None
+        try:
+            doc = json.loads(path.read_text())
+            if not isinstance(doc, dict):
+                problem = f"{path}: not an incident (not a JSON object)"
+        except (OSError, ValueError) as exc:
+            problem = f"{path}: cannot read the incident: {exc}"
+        if problem is None:
+            try:
+                write_incident_html(doc, html_path)
+            except OSError as exc:
+                problem = f"cannot write {html_path}: {exc.strerror or exc}"
+        if problem is not None:
+            click.echo(f"oomwatch: {problem}", err=True)
+            sys.exit(Exit.USAGE)
+        click.echo(f"wrote {html_path}")
+        return
     if fmt == "json":
         click.echo(path.read_text(), nl=False)
         return

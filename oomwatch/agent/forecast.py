@@ -20,6 +20,8 @@ MIN_POINTS = 6
 MIN_SPAN = 5.0
 MIN_R2 = 0.8
 NODE = "node"
+NODE_MIN_SPAN = 30.0
+NODE_MIN_POINTS = 10
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ class Trends:
             used = n.mem_total - n.mem_available
             seen.add(NODE)
             q = self._add(NODE, tick.time, used)
-            p = predict(list(q), n.mem_total)
+            # the node's used memory moves with every job and cache: ask for a longer steady trend
+            p = predict(list(q), n.mem_total, min_points=NODE_MIN_POINTS, min_span=NODE_MIN_SPAN)
             if p is not None:
                 jobs = tuple(sorted(tick.jobs()))
                 out.append(Forecast(NODE, jobs, used, n.mem_total, p[1], p[0], p[2]))

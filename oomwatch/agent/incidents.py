@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oomwatch.agent.analyze import analyze
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgRecord
@@ -97,12 +98,14 @@ class Incidents:
         with self.lock:
             known = {p: (s.role, s.rank) for p, (_, s) in self.seen.items()}
             victim = self.seen.get(pid, (None, None))[1]
-        diagnosis = diagnose([scan], rules, known=known)
         job = victim.job if victim is not None else None
-        history = self._history(job, pid, now)
+        history, rows = self._history(job, pid, now)
+        live = analyze(rows, pid)
+        diagnosis = diagnose([scan], rules, known=known, live=live)
         diag_json = json.loads(renderers["json"](diagnosis))
         verdict = diag_json.get("verdict", "")
         comm = victim.comm if victim is not None else (diagnosis.victims[0].name if diagnosis.victims else "") or ""
+        named = diagnosis.victims[0] if diagnosis.victims else None
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
         ident = f"{stamp}-{_SLUG.sub('_', job or 'node')[:60]}-{pid}"
         doc = {
@@ -116,8 +119,9 @@ class Incidents:
                 "pid": pid,
                 "comm": comm,
                 "job": job,
-                "role": victim.role if victim is not None else None,
-                "rank": victim.rank if victim is not None else None,
+                # seen live; else what the kernel's report and the names say
+                "role": victim.role if victim is not None else (named.role if named else None),
+                "rank": victim.rank if victim is not None else (named.rank if named else None),
                 "last_sample": asdict(victim) if victim is not None else None,
             },
             "diagnosis": diag_json,
@@ -152,11 +156,12 @@ class Incidents:
         )
         return path
 
-    def _history(self, job: str | None, pid: int, now: float) -> dict[str, Any]:
+    def _history(self, job: str | None, pid: int, now: float) -> tuple[dict[str, Any], list[Any]]:
+        """(the history put into the incident, the process rows for the analyzers)."""
         if self.history is None:
             with self.lock:
                 last = [asdict(s) for _, s in self.seen.values() if job is not None and s.job == job]
-            return {"source": "last samples (no history store)", "processes": last, "cgroups": []}
+            return {"source": "last samples (no history store)", "processes": last, "cgroups": []}, []
         since = now - self.window
         try:
             procs = (
@@ -165,14 +170,15 @@ class Incidents:
             cgroups = self.history.cgroups(since=since)
         except Exception as exc:  # the history is evidence, not a requirement
             log.error("reading the history for the incident failed: %s", exc)
-            return {"source": f"history unreadable: {exc}", "processes": [], "cgroups": []}
+            return {"source": f"history unreadable: {exc}", "processes": [], "cgroups": []}, []
         if job:
             cgroups = [c for c in cgroups if job in (c.jobs or "").split(",")]
-        return {
+        doc = {
             "source": f"history, last {self.window:g} s",
             "processes": [asdict(r) for r in procs],
             "cgroups": [asdict(c) for c in cgroups],
         }
+        return doc, list(procs)
 
 
 def render_incident_text(doc: dict[str, Any], diagnosis_text: str) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from oomwatch.agent.analyze import analyze
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.agent.sampler import Sampler
 from oomwatch.engine.diagnose import diagnose
@@ -90,9 +91,16 @@ class Seen:
     peak: dict[str, int] = field(default_factory=dict)
     first_uss: int | None = None
     gone: bool = False
+    # the first sample and the recent ones, for the analyzers (what grew, how steadily)
+    points: deque[tuple[float, int | None, int | None, int | None]] = field(default_factory=lambda: deque(maxlen=600))
+    first_point: tuple[float, int | None, int | None, int | None] | None = None
 
     def update(self, p: ProcessSample, t: float) -> None:
         self.last, self.last_time = p, t
+        point = (t, p.rss, p.anon, p.uss)
+        if self.first_point is None:
+            self.first_point = point
+        self.points.append(point)
         if self.first_uss is None and p.uss is not None:
             self.first_uss = p.uss
         for attr in ("rss", "anon", "uss", "pss", "swap"):
@@ -126,10 +134,17 @@ class Recorder:
     def roles(self) -> dict[int, tuple[str, int | None]]:
         return {pid: (s.last.role, s.last.rank) for pid, s in self.seen.items()}
 
-
-def kernel_reports_for(records: Sequence[KmsgRecord], pids: set[int]) -> list[KmsgRecord]:
-    """The records of each OOM report whose kill hit one of ``pids``."""
-    return [rec for pid, report in kill_reports(records) if pid in pids for rec in report]
+    def rows(self) -> list[dict[str, Any]]:
+        """The samples as history rows (the analyzers' input)."""
+        out = []
+        for pid, s in self.seen.items():
+            points = list(s.points)
+            if s.first_point is not None and (not points or points[0] != s.first_point):
+                points.insert(0, s.first_point)
+            for t, rss, anon, uss in points:
+                out.append({"time": t, "pid": pid, "role": s.last.role, "rank": s.last.rank, "comm": s.last.comm,
+                            "rss": rss, "anon": anon, "uss": uss})  # fmt: skip
+        return out
 
 
 @dataclass
@@ -212,14 +227,18 @@ def run_command(
         _restore_signals(forwarded)
     for c in captures:
         c.thread.join(timeout=5)
-    kernel = kernel_reports_for(list(records), set(recorder.seen))
+    kills = [(pid, report) for pid, report in kill_reports(list(records)) if pid in recorder.seen]
+    kernel = [rec for _, report in kills for rec in report]
     kernel_lines = [r.dmesg_line() for r in kernel]
     failed = returncode != 0 or bool(kernel)
-    diagnosis = _diagnose(argv, captures, kernel_lines, recorder) if failed else None
+    victim = kills[0][0] if kills else None
+    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim) if failed else None
     return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started)
 
 
-def _diagnose(argv: Sequence[str], captures: list[Capture], kernel: list[str], rec: Recorder) -> Diagnosis:
+def _diagnose(
+    argv: Sequence[str], captures: list[Capture], kernel: list[str], rec: Recorder, victim: int | None
+) -> Diagnosis:
     rules = load_rules(())
     scanner = Scanner(rules)
     scans = []
@@ -228,7 +247,7 @@ def _diagnose(argv: Sequence[str], captures: list[Capture], kernel: list[str], r
         scans.append(scanner.scan(f"{name} ({label})", [cap.text()]))
     if kernel:
         scans.append(scanner.scan("kernel log (/dev/kmsg)", ["\n".join(kernel).encode() + b"\n"]))
-    return diagnose(scans, rules, known=rec.roles())
+    return diagnose(scans, rules, known=rec.roles(), live=analyze(rec.rows(), victim))
 
 
 def _forward_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:

@@ -35,7 +35,7 @@ CAUSE_KEYS = {
     "id", "title", "verdicts", "when", "signals", "mechanism", "fix", "confirm", "references",
     "fallback", "__line__",
 }  # fmt: skip
-EVIDENCE_KINDS = ("hint:", "event:", "victim", "tasks:peers", "tasks:workers", "tasks:top")
+EVIDENCE_KINDS = ("hint:", "event:", "victim", "tasks:peers", "tasks:workers", "tasks:top", "history:")
 MAX_CONFIDENCE = 0.95
 
 

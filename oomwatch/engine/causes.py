@@ -13,7 +13,7 @@ from typing import Any
 
 from oomwatch.engine.cause_rules import MAX_CONFIDENCE, CauseRule
 from oomwatch.engine.facts import primary_report
-from oomwatch.engine.model import Cause, Event, Evidence, OomReport, Victim
+from oomwatch.engine.model import Cause, Event, Evidence, LiveEvidence, OomReport, Victim
 from oomwatch.engine.sizes import human
 from oomwatch.engine.taskfacts import evidence_rows
 
@@ -39,6 +39,7 @@ def rank_causes(
     events: Sequence[Event],
     victims: Sequence[Victim],
     reports: Sequence[OomReport],
+    live: LiveEvidence | None = None,
 ) -> list[Cause]:
     found: list[tuple[float, int, Cause]] = []
     fallbacks: list[CauseRule] = []
@@ -57,7 +58,10 @@ def rank_causes(
         evidence: list[Evidence] = []
         for sig in held:
             if sig.evidence:
-                evidence.extend(_evidence(sig.evidence, facts, events, victims, reports))
+                if sig.evidence.startswith("history:"):
+                    evidence.extend(live.evidence.get(sig.evidence[8:], ()) if live else ())
+                else:
+                    evidence.extend(_evidence(sig.evidence, facts, events, victims, reports))
         reasons = tuple(_FACT.sub(lambda m: fact_text(facts, m.group(1)), sig.says) for sig in held if sig.says)
         found.append((confidence, order, _cause(rule, confidence, _unique(evidence), reasons)))
     if not found:

@@ -8,7 +8,7 @@ from oomwatch.engine.causes import rank_causes
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.facts import compute_facts, hint_names
 from oomwatch.engine.loader import RuleSet
-from oomwatch.engine.model import Event, Evidence, OomReport
+from oomwatch.engine.model import Event, Evidence, LiveEvidence, OomReport
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.verdict import choose, render, template_values
 from oomwatch.engine.victims import build_victims
@@ -17,21 +17,27 @@ MAX_EVIDENCE = 8
 
 
 def diagnose(
-    scans: Sequence[ScanResult], rules: RuleSet, known: Mapping[int, tuple[str, int | None]] | None = None
+    scans: Sequence[ScanResult],
+    rules: RuleSet,
+    known: Mapping[int, tuple[str, int | None]] | None = None,
+    live: LiveEvidence | None = None,
 ) -> Diagnosis:
     """``known``: pid → (role, rank) seen live (``oomwatch run``'s samples); without it roles are
-    inferred from names and launcher lines."""
+    inferred from names and launcher lines. ``live``: ``history.*`` facts and their evidence from
+    live samples (the agent's analyzers)."""
     events = [ev for s in scans for ev in s.events]
     reports = [r for s in scans for r in s.reports]
     victims = build_victims(reports, events, known)
     facts = compute_facts(
         reports, events, victims, [s.kernel_share for s in scans], rules.events, hint_names(rules.fingerprints)
     )
+    if live is not None:
+        facts.update({k: v for k, v in live.facts.items() if k.startswith("history.")})
     rule = choose(rules.verdicts, facts)
     values = template_values(victims, reports)
     verdict = rule.verdict if rule else "no_oom_evidence"
     evidence = _evidence(rule.when.facts() if rule else set(), victims, events, reports)
-    causes = rank_causes(rules.causes, verdict, facts, events, victims, reports)
+    causes = rank_causes(rules.causes, verdict, facts, events, victims, reports, live)
     notes = _notes(facts, reports, events, verdict)
     for s in scans:
         notes.extend(f"{s.file}: {n}" for n in s.notes)

@@ -73,6 +73,19 @@ FACTS: dict[str, str] = {
     "host.free_swap_bytes": "free swap when the OOM killer ran",
     "cgroup.limit_bytes": "the memory cgroup's limit, from the report",
     "cgroup.usage_bytes": "the memory cgroup's usage, from the report",
+    # From live samples (the agent's history, `oomwatch run`): absent (None) for logs alone.
+    "history.workers": "DataLoader workers with USS samples at least 0.4 s apart",
+    "history.worker_private_growth_ratio": "median worker's last / first USS (private memory)",
+    "history.worker_rss_growth_ratio": "median worker's last / first RSS (flat while USS grows: copy-on-write defeat)",
+    "history.worker_uss_growth_bytes": "median worker's USS growth over its samples",
+    "history.ranks": "ranks with USS samples",
+    "history.ranks_similar": "ranks whose last USS is within 25% of the median, when that median is >= 64 MiB",
+    "history.ranks_uss_bytes": "the ranks' median last USS",
+    "history.ranks_uss_sum_bytes": "the ranks' last USS together",
+    "history.victim_growth_bytes": "the victim's anonymous memory growth over its samples",
+    "history.victim_growth_ratio": "the victim's last / first anonymous memory",
+    "history.victim_growth_r2": "how straight that growth was (least-squares r², 1.0: a steady climb)",
+    "history.manager_growth_bytes": "the largest anonymous-memory growth of a multiprocessing manager",
 }
 
 

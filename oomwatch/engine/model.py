@@ -6,6 +6,7 @@ and the rule-driven core. Nothing here reads files, clocks or /proc.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,15 @@ class Evidence:
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "text": self.text}
+
+
+@dataclass(frozen=True)
+class LiveEvidence:
+    """What live samples add (the agent's history, ``oomwatch run``): ``history.*`` facts for the
+    rules, and evidence lines by topic (a cause signal names one as ``history:<topic>``)."""
+
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    evidence: Mapping[str, tuple[Evidence, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

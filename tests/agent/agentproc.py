@@ -75,3 +75,14 @@ def wait_metric(agent: AgentProcess, pattern: str, timeout: float = 20.0) -> str
             return text
         time.sleep(0.3)
     raise AssertionError(f"no {pattern!r} in /metrics:\n{text[:3000]}")
+
+
+def wait_ticks(agent: AgentProcess, n: int = 2, timeout: float = 30.0) -> None:
+    """Until the agent has sampled ``n`` times (its first tick reads every process once: slow)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(r"^oomwatch_ticks_total (\S+)", agent.scrape(), re.M)
+        if m and float(m.group(1)) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the agent did not tick {n} times in {timeout}s")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from oomwatch.agent.forecast import Forecast, Warner, fit, predict
-from tests.agent.agentproc import AgentProcess
+from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.cgroup_util import memory_cgroup
 from tests.conftest import require_root_cgroup
 
@@ -68,7 +68,7 @@ def test_forecast_warns_before_the_kill(tmp_path: Path):
     job = f"leak-{os.getpid()}"
     agent = AgentProcess("--listen", "127.0.0.1:0", "--interval", "0.5")
     try:
-        time.sleep(0.5)
+        wait_ticks(agent)
         env = dict(os.environ, RANK="0", LOCAL_RANK="0", TORCHELASTIC_RUN_ID=job)
         with memory_cgroup(400 << 20, name="oomwatch-leak") as cg:
             leak = subprocess.Popen([sys.executable, str(script), str(cg)], stdout=subprocess.DEVNULL, env=env)

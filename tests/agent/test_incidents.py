@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from oomwatch.kmsg import kill_reports, parse_kmsg_record
-from tests.agent.agentproc import AgentProcess
+from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.cgroup_util import memory_cgroup
 from tests.conftest import FIXTURES, require_root_cgroup, run_oomwatch
 
@@ -73,7 +73,7 @@ def test_incident_for_a_real_oom_kill_and_restart_without_duplicates(tmp_path: P
     script = _hog_script(tmp_path)
     agent = AgentProcess("--listen", "127.0.0.1:0", "--interval", "0.2", "--state-dir", str(state))
     try:
-        time.sleep(0.5)  # a first tick and the watcher's start
+        wait_ticks(agent)
         done, ended = _run_hog(script, 160 << 20)
         assert done.returncode == 1, done.stderr
         workers = {int(m) for m in re.findall(rb"pid (\d+)\) is killed", done.stderr)}
