@@ -16,7 +16,9 @@ from oomwatch.exitcodes import Exit, for_verdict
 from oomwatch.sources import display_name, input_size, read_chunks
 
 if TYPE_CHECKING:
+    from oomwatch.engine.diagnosis import Diagnosis
     from oomwatch.engine.loader import RuleSet
+    from oomwatch.engine.scanner import ScanResult
 
 # The engine (rules, prefilter, Hyperscan) is imported by the commands that use it: the agent
 # and `oomwatch top` should not carry it in memory.
@@ -71,8 +73,15 @@ def _progress(path: str) -> Iterator[Callable[[int], None] | None]:
     help="A directory of extra rules (same layout as the built-in rules/); a rule with the "
     "same id or name replaces the built-in one. Repeatable.",
 )  # fmt: skip
+@click.option(
+    "--history", "history_db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="The agent's history.db: the victims' roles as seen live, and what grew in their job before the "
+    "kill, are merged into the diagnosis.",
+)  # fmt: skip
 @click.option("--backend", type=click.Choice(["hyperscan", "re2", "re"]), default=None, hidden=True)
-def diagnose_cmd(logs: tuple[str, ...], fmt: str, rules_dirs: tuple[Path, ...], backend: str | None) -> None:
+def diagnose_cmd(
+    logs: tuple[str, ...], fmt: str, rules_dirs: tuple[Path, ...], history_db: Path | None, backend: str | None
+) -> None:
     """Read logs and say whether the job died of memory, which kind, who died, and why.
 
     LOG is a training or launcher log, a dmesg / journalctl -k / kern.log capture, or
@@ -93,7 +102,7 @@ def diagnose_cmd(logs: tuple[str, ...], fmt: str, rules_dirs: tuple[Path, ...], 
       $ kubectl describe pod trainer-0 | oomwatch diagnose --format markdown -
     """
     from oomwatch.engine.diagnose import diagnose
-    from oomwatch.engine.scanner import Scanner, ScanResult
+    from oomwatch.engine.scanner import Scanner
     from oomwatch.report import RENDERERS
 
     try:
@@ -109,8 +118,31 @@ def diagnose_cmd(logs: tuple[str, ...], fmt: str, rules_dirs: tuple[Path, ...], 
         click.echo(f"oomwatch: {exc}", err=True)
         sys.exit(Exit.RULES_INVALID if isinstance(exc, RulesError) else Exit.USAGE)
     result = diagnose(scans, rules)
+    if history_db is not None:
+        result = _with_history(result, scans, rules, history_db)
     click.echo(RENDERERS[fmt](result), nl=False)
     sys.exit(for_verdict(result.verdict))
+
+
+def _with_history(result: Diagnosis, scans: list[ScanResult], rules: RuleSet, db: Path) -> Diagnosis:
+    import dataclasses
+
+    from oomwatch.agent.history import open_readonly
+    from oomwatch.agent.merge import from_history
+    from oomwatch.engine.diagnose import diagnose
+
+    try:
+        store = open_readonly(db)
+    except OomwatchError as exc:
+        click.echo(f"oomwatch: {exc}", err=True)
+        sys.exit(Exit.USAGE)
+    try:
+        pids = [v.pid for v in result.victims if v.pid is not None]
+        known, live, note = from_history(store, pids)
+    finally:
+        store.close()
+    merged = diagnose(scans, rules, known=known, live=live) if known else result
+    return dataclasses.replace(merged, notes=(*merged.notes, note))
 
 
 @main.group("rules")

@@ -3,6 +3,7 @@ cgroup v1 limit, warned before the kernel kills it (the lead time is printed: py
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 from oomwatch.agent.forecast import Forecast, Warner, fit, predict
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.cgroup_util import memory_cgroup
-from tests.conftest import require_root_cgroup
+from tests.conftest import require_root_cgroup, run_oomwatch
 
 MIB = 1 << 20
 
@@ -66,7 +67,8 @@ def test_forecast_warns_before_the_kill(tmp_path: Path):
     script = tmp_path / "leak.py"
     script.write_text(LEAK)
     job = f"leak-{os.getpid()}"
-    agent = AgentProcess("--listen", "127.0.0.1:0", "--interval", "0.5")
+    state = tmp_path / "state"
+    agent = AgentProcess("--listen", "127.0.0.1:0", "--interval", "0.5", "--state-dir", str(state))
     try:
         wait_ticks(agent)
         env = dict(os.environ, RANK="0", LOCAL_RANK="0", TORCHELASTIC_RUN_ID=job)
@@ -78,6 +80,7 @@ def test_forecast_warns_before_the_kill(tmp_path: Path):
                 warned = time.monotonic()
                 assert leak.wait(timeout=60) == -9  # the kernel's SIGKILL
                 killed = time.monotonic()
+                incidents = _wait_incident(state)
             finally:
                 if leak.poll() is None:
                     leak.kill()
@@ -91,3 +94,30 @@ def test_forecast_warns_before_the_kill(tmp_path: Path):
           f"the leak ran {killed - started:.1f}s)")  # fmt: skip
     assert lead >= 3.0
     assert abs(predicted - lead) < max(5.0, lead / 2)  # the forecast was about right
+
+    # `oomwatch diagnose --history`: from the kernel's lines alone the victim is a "python" of
+    # unknown role; the history knows it was rank 0 of the job and that it grew steadily
+    doc = json.loads(incidents[0].read_text())
+    kernel = tmp_path / "kernel.log"
+    kernel.write_text("\n".join(doc["kernel_lines"]) + "\n")
+    plain = json.loads(run_oomwatch("diagnose", "-f", "json", str(kernel)).stdout)
+    assert plain["victims"][0]["role"] == "unknown"
+    done = run_oomwatch("diagnose", "-f", "json", str(kernel), "--history", str(state / "history.db"))
+    merged = json.loads(done.stdout)
+    assert done.returncode == 3, done.stderr
+    v = merged["victims"][0]
+    assert (v["role"], v["rank"]) == ("rank", 0), v
+    assert any(f"was rank 0 of job {job}" in n for n in merged["notes"]), merged["notes"]
+    top = merged["causes"][0]
+    assert top["id"] == "unbounded_cache", merged["causes"]
+    assert any(e["file"] == "agent history" and "anonymous memory" in e["text"] for e in top["evidence"]), top
+
+
+def _wait_incident(state: Path, timeout: float = 10.0) -> list[Path]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = sorted((state / "incidents").glob("*.json"))
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError("no incident for the leak")
