@@ -95,6 +95,14 @@ class KmsgWatcher:
         self.reader.close()
 
     def _run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self._watch()
+            except Exception:  # a bug must not end the watching for good: log it, start over
+                log.exception("the kernel log watcher failed; restarting it")
+                self.stop_event.wait(1.0)
+
+    def _watch(self) -> None:
         fd = self.reader.fileno()
         poller = select.poll()
         poller.register(fd, select.POLLIN)
