@@ -44,7 +44,7 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 78, 24, 26, 42
 _FAR_LIMIT = 4.0  # a limit more than this many times the largest sample is noted, not drawn to scale
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 
 def _text(value: Any) -> str:
@@ -52,25 +52,21 @@ def _text(value: Any) -> str:
     return "" if value is None else escape(str(value), quote=True)
 
 
-def _num(value: Any) -> float | None:
-    """A finite, non-negative number, or None (missing, not a number, absurd)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        f = float(value)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) and f >= 0 else None
-
-
 def _time(value: Any) -> float | None:
+    """A finite number, or None (missing, not a number, absurd)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
         f = float(value)
-    except OverflowError:
+    except OverflowError:  # an int too large for a float
         return None
     return f if math.isfinite(f) else None
+
+
+def _num(value: Any) -> float | None:
+    """A size or a duration: a finite, non-negative number, or None."""
+    f = _time(value)
+    return f if f is not None and f >= 0 else None
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -81,22 +77,16 @@ def _rows(value: Any) -> list[dict[str, Any]]:
     return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []
 
 
-def _human(n: float | None) -> str:
+def _size(n: float | None) -> str:
+    """A size as the text report prints it (1.5 GiB), with PiB and EiB beyond its TiB."""
     if n is None:
         return "-"
-    value = float(n)
-    for unit in _UNITS:
-        if value < 1024 or unit == _UNITS[-1]:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return "-"  # pragma: no cover
-
-
-def _size(n: float | None) -> str:
-    """The engine's sizes (as the text report prints them) up to TiB, larger units beyond."""
-    if n is not None and n < 1024**5 and float(n).is_integer():
+    if n < 1024**5:
         return human(int(n))
-    return _human(n)
+    value, unit = n / 1024**5, "PiB"
+    if value >= 1024:
+        value, unit = value / 1024, "EiB"
+    return f"{value:.1f} {unit}"
 
 
 def role_key(role: Any) -> str:
@@ -492,7 +482,7 @@ def _process_table(doc: dict[str, Any]) -> str:
     for s in sorted(series, key=lambda s: (not s.victim, -span(s.anon)[1])):
         colour = ROLE_STYLES[s.key][0]
         body.append(
-            f'<tr class="{"victim" if s.victim else ""}"><td class="num">{_text(s.pid)}</td>'
+            ('<tr class="victim">' if s.victim else "<tr>") + f'<td class="num">{_text(s.pid)}</td>'
             f"<td><code>{_text(s.comm)}</code></td>"
             f'<td><span class="swatch" style="background:{colour}"></span>{_text(_role_label(s.role, s.rank))}</td>'
             f'<td class="num">{_text(span(s.anon)[0])}</td><td class="num">{_text(span(s.uss)[0])}</td></tr>'
@@ -505,6 +495,13 @@ def _process_table(doc: dict[str, Any]) -> str:
     )
 
 
+def _utc(t: float | None) -> str:
+    try:
+        return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds
+        return "-"
+
+
 def _header(doc: dict[str, Any]) -> str:
     victim = _dict(doc.get("victim"))
     diag = _dict(doc.get("diagnosis"))
@@ -514,7 +511,7 @@ def _header(doc: dict[str, Any]) -> str:
     facts = [
         ("verdict", f"{diag.get('verdict') or '-'}" + (" (confirmed)" if diag.get("confirmed") else "")),
         ("job", victim.get("job") or "-"),
-        ("killed", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(kill)) if kill is not None else "-"),
+        ("killed", _utc(kill)),
     ]
     latency = _num(doc.get("latency_seconds"))
     if written is not None and latency is not None:

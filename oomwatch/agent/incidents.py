@@ -171,8 +171,8 @@ class Incidents:
         except Exception as exc:  # the history is evidence, not a requirement
             log.error("reading the history for the incident failed: %s", exc)
             return {"source": f"history unreadable: {exc}", "processes": [], "cgroups": []}, []
-        if job:
-            cgroups = [c for c in cgroups if job in (c.jobs or "").split(",")]
+        # only the victim's job's cgroups (a victim of no known job: none, rather than every cgroup)
+        cgroups = [c for c in cgroups if job and job in (c.jobs or "").split(",")]
         doc = {
             "source": f"history, last {self.window:g} s",
             "processes": [asdict(r) for r in procs],

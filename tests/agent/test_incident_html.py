@@ -2,9 +2,9 @@
 
 The pure tests render a real incident (tests/fixtures/incidents/, written by the agent for a real
 cgroup v1 OOM kill: see the README there) and derived copies of it (hostile text, empty history,
-odd values, a synthetic many-role job). The browser test renders the page in a real headless
-Chromium, reads back its DOM and its geometry, and decodes a screenshot (stdlib only) to check that
-the chart is drawn in the role colours with the limit and the kill on it.
+odd values, a synthetic job of every role). The browser tests render the page in a real headless
+Chromium (Debian's `chromium`), read back its DOM and its layout, and decode a screenshot (stdlib
+only) to check that the chart is painted in the role colours with the limit and the kill on it.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _assert_self_contained(page: str) -> None:
 
 def _torchrun_like(doc: dict[str, Any]) -> dict[str, Any]:
     """The real incident with a synthetic history: a torchrun job of every role over five minutes,
-    in GiB, the victim a DataLoader worker of rank 1."""
+    in GiB, the victim a DataLoader worker."""
     doc = copy.deepcopy(doc)
     kill = kill_time(doc)
     assert kill is not None
@@ -188,9 +188,12 @@ def test_kill_time_is_time_less_latency():
     assert kill_time(doc) == pytest.approx(doc["time"] - doc["latency_seconds"])
     doc["latency_seconds"] = None
     assert kill_time(doc) == doc["time"]
+    for absurd in (1e300, float("inf"), 10**400, "yesterday", True):
+        doc["time"] = absurd
+        assert "killed</dt><dd>" in render_incident_html(doc)  # a page, whatever the time says
     doc.pop("time")
     assert kill_time(doc) is None
-    render_incident_html(doc)  # no time at all: still a page
+    assert "killed</dt><dd>-</dd>" in render_incident_html(doc)  # no time at all: still a page
 
 
 def test_header_and_kernel_lines():
@@ -377,7 +380,7 @@ def _chromium_runs(exe: str, tmp: Path, *runs: tuple[str, ...]) -> list[str]:
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
-             "--window-size=1200,900"]  # fmt: skip
+             "--window-size=1200,900", "--deterministic-mode"]  # fmt: skip
     env = dict(os.environ, HOME=str(tmp))
     procs = []
     for args in runs:
@@ -504,6 +507,30 @@ def _pixels(rows: list[bytes], box: dict[str, float]) -> tuple[int, list[tuple[i
     return (right - left) * (bottom - top), inked
 
 
+def _assert_painted(rows: list[bytes], box: dict[str, float]) -> None:
+    """Every part of the chart's box has something drawn: grid lines in each part of the plot, tick
+    labels under each quarter of it. A screenshot taken before the page was fully painted lacks
+    whole tiles (seen here without --deterministic-mode: the bottom of the chart and all below it)."""
+
+    def count(left: float, top: float, right: float, bottom: float, darker: int) -> int:
+        return sum(
+            1
+            for row in rows[int(top) : int(bottom)]
+            for x in range(int(left), int(right))
+            if min(row[3 * x : 3 * x + 3]) < darker
+        )
+
+    labels_top = box["top"] + box["height"] * (270 - 42) / 270  # the SVG's x-axis margin (viewBox 1000 x 270)
+    for i in range(4):
+        left, right = box["left"] + box["width"] * i / 4, box["left"] + box["width"] * (i + 1) / 4
+        for j in range(2):
+            top = box["top"] + (labels_top - box["top"]) * j / 2
+            grid = count(left, top, right, top + (labels_top - box["top"]) / 2, 235)
+            assert grid > 100, f"nothing painted in part ({i}, {j}) of the chart: {grid} pixels"
+        text = count(left, labels_top, right, box["top"] + box["height"], 200)
+        assert text > 20, f"no tick labels painted under quarter {i} of the chart: {text} pixels"
+
+
 def _near(pixels: list[tuple[int, int, int]], colours: dict[str, str]) -> dict[str, int]:
     """How many pixels are (nearly) each of ``colours``: the inside of a line, not its anti-aliased edge."""
     targets = {name: _hex(c) for name, c in colours.items()}
@@ -557,6 +584,7 @@ def test_chromium_draws_the_chart(tmp_path: Path):
     started = time.monotonic()
     rows = _decode(shot)
     decode = time.monotonic() - started
+    _assert_painted(rows, box)
     area, pixels = _pixels(rows, box)
     ink = sum(1 for p in pixels if min(p) < 200)
     assert ink > area * 0.01, (ink, area)  # lines, axes, labels: not an empty box
@@ -590,7 +618,9 @@ def test_chromium_draws_every_role_in_its_colour(tmp_path: Path):
     )
     box = _geometry(measured)["chart-anon"]
     assert len(box["lengths"]) == 8 and all(length > 50 for length in box["lengths"]), box["lengths"]
-    _, pixels = _pixels(_decode(shot), box)
+    rows = _decode(shot)
+    _assert_painted(rows, box)
+    _, pixels = _pixels(rows, box)
     elapsed = time.monotonic() - started
     roles = ("launcher", "rank", "dataloader_worker", "manager")
     near = _near(pixels, {role: ROLE_STYLES[role][0] for role in roles})
