@@ -68,6 +68,11 @@ def _host_paths(proc_root: Path, sys_root: Path) -> HostPaths:
     help="Per-process series for this many processes outside training jobs, by RSS [default: 20].",
 )
 @click.option(
+    "--kernel-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Follow this file for the kernel's OOM reports instead of /dev/kmsg (where kmsg cannot be read): "
+    "/var/log/kern.log, a syslog file, or `journalctl -k -f` output.",
+)  # fmt: skip
+@click.option(
     "--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
     help="Where the history (history.db), the incidents (incidents/) and the kernel log position are kept "
     "[default: /var/lib/oomwatch].",
@@ -84,6 +89,7 @@ def agent_cmd(
     pss_budget: float | None,
     top_n: int | None,
     state_dir: Path | None,
+    kernel_log: Path | None,
     log_level: str,
     proc_root: Path,
     sys_root: Path,
@@ -112,7 +118,7 @@ def agent_cmd(
 
     logging.basicConfig(level=log_level.upper(), format="oomwatch agent: %(levelname)s: %(message)s")
     flags = {"listen": listen, "interval": interval, "web_config": web_config, "pss_budget": pss_budget,
-             "top_n": top_n, "state_dir": state_dir}  # fmt: skip
+             "top_n": top_n, "state_dir": state_dir, "kernel_log": kernel_log}  # fmt: skip
     try:
         agent = Agent(config_path, flags, _host_paths(proc_root, sys_root))
         agent.install_signals()

@@ -145,27 +145,33 @@ def kill_pid(rec: KmsgRecord) -> int | None:
     return int(m.group(1) or m.group(2)) if m else None
 
 
-def kill_reports(records: Sequence[KmsgRecord]) -> list[tuple[int, list[KmsgRecord]]]:
-    """(victim pid, the records of its OOM report) for each ``Killed process`` record: from the
-    report's "invoked oom-killer" header (when within the 2000 records before) through the kill line
-    and the reaper lines right after it. A report's ``oom-kill:`` summary and its ``Killed process``
-    line name the same pid: one report each."""
-    out: list[tuple[int, list[KmsgRecord]]] = []
+def kill_spans(texts: Sequence[str]) -> list[tuple[int, int, int]]:
+    """(victim pid, first index, last index) of each OOM report among kernel log lines (or records'
+    texts): from the report's "invoked oom-killer" header (when within the 2000 lines before)
+    through its ``Killed process`` line and the reaper lines right after it. A report's
+    ``oom-kill:`` summary and its ``Killed process`` line name the same pid: one report each."""
+    out: list[tuple[int, int, int]] = []
     last_end = -1
-    for i, rec in enumerate(records):
-        if i <= last_end or "Killed process" not in rec.text:
+    for i, text in enumerate(texts):
+        if i <= last_end or "Killed process" not in text:
             continue
-        pid = kill_pid(rec)
-        if pid is None:
+        m = _KILL.search(text)
+        if not m:
             continue
+        pid = int(m.group(1) or m.group(2))
         start = i
         for j in range(i, max(last_end, i - 2000), -1):  # never into the previous report
-            if _HEADER in records[j].text:
+            if _HEADER in texts[j]:
                 start = j
                 break
         end = i
-        while end + 1 < len(records) and end + 1 - i <= 3 and _REAPER in records[end + 1].text:
+        while end + 1 < len(texts) and end + 1 - i <= 3 and _REAPER in texts[end + 1]:
             end += 1
-        out.append((pid, list(records[start : end + 1])))
+        out.append((pid, start, end))
         last_end = end
     return out
+
+
+def kill_reports(records: Sequence[KmsgRecord]) -> list[tuple[int, list[KmsgRecord]]]:
+    """(victim pid, the records of its OOM report): :func:`kill_spans` over records."""
+    return [(pid, list(records[a : b + 1])) for pid, a, b in kill_spans([r.text for r in records])]

@@ -8,6 +8,7 @@ Example (``deploy/systemd/agent.yaml``)::
     top_n: 20
     # web_config: /etc/oomwatch/web.yaml
     # state_dir: /var/lib/oomwatch
+    # kernel_log: /var/log/kern.log   # only where /dev/kmsg cannot be read
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class AgentConfig:
     top_n: int = 20  # per-process series for processes outside training jobs
     web_config: Path | None = None  # TLS and basic auth (Prometheus exporter-toolkit format)
     state_dir: Path = Path("/var/lib/oomwatch")  # history.db, incidents/, kmsg-position.json
+    kernel_log: Path | None = None  # follow this file for OOM reports instead of /dev/kmsg (kern.log)
 
 
 KEYS = {f.name for f in fields(AgentConfig)}
@@ -69,7 +71,7 @@ def validate(values: Mapping[str, Any], where: str) -> dict[str, Any]:
             out[key] = float(_number(where, key, value, 0.0, 1.0))
         elif key == "top_n":
             out[key] = int(_number(where, key, value, 0, 100_000, integer=True))
-        elif key in ("web_config", "state_dir"):
+        elif key in ("web_config", "state_dir", "kernel_log"):
             if not isinstance(value, (str, Path)) or not str(value):
                 raise ConfigError(f"{where}: {key} must be a path")
             out[key] = Path(value)
@@ -93,7 +95,7 @@ def load_config(path: Path | None, flags: Mapping[str, Any]) -> AgentConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a mapping of keys ({', '.join(sorted(KEYS))})")
         values = validate(data, str(path))
-        for key in ("web_config", "state_dir"):
+        for key in ("web_config", "state_dir", "kernel_log"):
             if key in values and not values[key].is_absolute():
                 values[key] = path.parent / values[key]  # relative to the config file
         config = replace(config, **values)

@@ -24,6 +24,7 @@ from oomwatch.agent.history import HistoryStore
 from oomwatch.agent.http import MetricsServer, WebConfig, load_web_config
 from oomwatch.agent.incidents import Incidents
 from oomwatch.agent.kmsgwatch import KmsgWatcher
+from oomwatch.agent.logwatch import LogFileWatcher
 from oomwatch.agent.sampler import Sampler
 from oomwatch.engine.sizes import human
 from oomwatch.errors import ConfigError
@@ -63,7 +64,7 @@ class Agent:
         self.warner = Warner()
         self.history: HistoryStore | None = None
         self.incidents: Incidents | None = None
-        self.watcher: KmsgWatcher | None = None
+        self.watcher: KmsgWatcher | LogFileWatcher | None = None
 
     def _open_state(self) -> None:
         """History, incidents and the kernel-log watcher; each missing piece is said once, and the
@@ -79,12 +80,22 @@ class Agent:
                         "no incident files (set --state-dir or state_dir to a writable directory)")  # fmt: skip
             return
         self.collector.incidents = self.incidents
-        try:
-            self.watcher = KmsgWatcher(self.paths.kmsg, state, self.incidents.on_kill, self.paths.proc)
-        except OSError as exc:
-            notices.say("kmsg", f"cannot read {self.paths.kmsg} ({exc.strerror or exc}): no incidents from the "
-                        "kernel's OOM reports (needs root, or CAP_SYSLOG where kernel.dmesg_restrict=1)")  # fmt: skip
-            return
+        incidents = self.incidents
+        if self.config.kernel_log is not None:
+            try:
+                self.watcher = LogFileWatcher(self.config.kernel_log, state, incidents.on_kill)
+            except OSError as exc:
+                notices.say("kernel-log", f"cannot read the kernel log {self.config.kernel_log} "
+                            f"({exc.strerror or exc}): no incidents from the kernel's OOM reports")  # fmt: skip
+                return
+        else:
+            try:
+                self.watcher = KmsgWatcher(self.paths.kmsg, state, incidents.on_kill_records, self.paths.proc)
+            except OSError as exc:
+                notices.say("kmsg", f"cannot read {self.paths.kmsg} ({exc.strerror or exc}): no incidents from the "
+                            "kernel's OOM reports (needs root, or CAP_SYSLOG where kernel.dmesg_restrict=1; or "
+                            "follow a log file instead: --kernel-log /var/log/kern.log)")  # fmt: skip
+                return
         self.watcher.start()
         threading.Thread(target=self.incidents.warm, name="oomwatch-warm", daemon=True).start()
 

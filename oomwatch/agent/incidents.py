@@ -88,13 +88,21 @@ class Incidents:
         with self.lock:
             self._load_engine()
 
-    def on_kill(self, pid: int, records: list[KmsgRecord]) -> Path:
-        """Write the incident for one kill; returns the JSON file's path."""
+    def on_kill_records(self, pid: int, records: list[KmsgRecord]) -> Path:
+        """An incident from /dev/kmsg records (their clock gives the kill-to-incident latency)."""
+        last = records[-1] if records else None
+        return self.on_kill(
+            pid, [r.dmesg_line() for r in records], last.seq if last else None, last.usec / 1e6 if last else None
+        )
+
+    def on_kill(self, pid: int, lines: list[str], seq: int | None = None, kernel_time: float | None = None) -> Path:
+        """Write the incident for one kill from its report's lines; returns the JSON file's path.
+        ``kernel_time``: the kill line's time on the kernel's monotonic clock, when known."""
         now = time.time()
         with self.lock:
             rules, scanner, diagnose, renderers = self._load_engine()
-        lines = [r.dmesg_line() for r in records]
-        scan = scanner.scan("kernel log (/dev/kmsg)", ["\n".join(lines).encode("utf-8", "replace") + b"\n"])
+        source = "kernel log (/dev/kmsg)" if seq is not None else "kernel log"
+        scan = scanner.scan(source, ["\n".join(lines).encode("utf-8", "replace") + b"\n"])
         with self.lock:
             known = {p: (s.role, s.rank) for p, (_, s) in self.seen.items()}
             victim = self.seen.get(pid, (None, None))[1]
@@ -112,9 +120,9 @@ class Incidents:
             "schema": INCIDENT_SCHEMA,
             "id": ident,
             "time": now,
-            "kmsg_seq": records[-1].seq if records else None,
+            "kmsg_seq": seq,
             # kmsg timestamps are the kernel's monotonic clock: how long after the kill line this was written
-            "latency_seconds": round(time.monotonic() - records[-1].usec / 1e6, 3) if records else None,
+            "latency_seconds": round(time.monotonic() - kernel_time, 3) if kernel_time is not None else None,
             "victim": {
                 "pid": pid,
                 "comm": comm,
