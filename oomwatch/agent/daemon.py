@@ -22,7 +22,7 @@ from oomwatch.agent.exporter import AgentCollector, registry_for
 from oomwatch.agent.forecast import NODE, Trends, Warner
 from oomwatch.agent.history import HistoryStore
 from oomwatch.agent.http import MetricsServer, WebConfig, load_web_config
-from oomwatch.agent.incidents import Incidents
+from oomwatch.agent.incidents import CounterKills, Incidents
 from oomwatch.agent.kmsgwatch import KmsgWatcher
 from oomwatch.agent.logwatch import LogFileWatcher
 from oomwatch.agent.sampler import Sampler
@@ -65,6 +65,7 @@ class Agent:
         self.history: HistoryStore | None = None
         self.incidents: Incidents | None = None
         self.watcher: KmsgWatcher | LogFileWatcher | None = None
+        self.counter_kills: CounterKills | None = None  # incidents from the counters, without a kernel log
 
     def _open_state(self) -> None:
         """History, incidents and the kernel-log watcher; each missing piece is said once, and the
@@ -86,15 +87,20 @@ class Agent:
                 self.watcher = LogFileWatcher(self.config.kernel_log, state, incidents.on_kill)
             except OSError as exc:
                 notices.say("kernel-log", f"cannot read the kernel log {self.config.kernel_log} "
-                            f"({exc.strerror or exc}): no incidents from the kernel's OOM reports")  # fmt: skip
+                            f"({exc.strerror or exc}): incidents from the OOM-kill counters only "
+                            "(unconfirmed)")  # fmt: skip
+                self.counter_kills = CounterKills(incidents)
+                threading.Thread(target=incidents.warm, name="oomwatch-warm", daemon=True).start()
                 return
         else:
             try:
                 self.watcher = KmsgWatcher(self.paths.kmsg, state, incidents.on_kill_records, self.paths.proc)
             except OSError as exc:
                 notices.say("kmsg", f"cannot read {self.paths.kmsg} ({exc.strerror or exc}): no incidents from the "
-                            "kernel's OOM reports (needs root, or CAP_SYSLOG where kernel.dmesg_restrict=1; or "
-                            "follow a log file instead: --kernel-log /var/log/kern.log)")  # fmt: skip
+                            "kernel's OOM reports, only from the OOM-kill counters (unconfirmed); give it root, or "
+                            "CAP_SYSLOG where kernel.dmesg_restrict=1, or --kernel-log /var/log/kern.log")  # fmt: skip
+                self.counter_kills = CounterKills(incidents)
+                threading.Thread(target=incidents.warm, name="oomwatch-warm", daemon=True).start()
                 return
         self.watcher.start()
         threading.Thread(target=self.incidents.warm, name="oomwatch-warm", daemon=True).start()
@@ -146,6 +152,8 @@ class Agent:
             self.collector.update(tick)
             if self.incidents is not None:
                 self.incidents.observe(tick)
+            if self.counter_kills is not None:
+                self.counter_kills.observe(tick)
             if self.history is not None:
                 self.history.record(tick)
             forecasts = self.trends.add(tick)

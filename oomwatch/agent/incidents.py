@@ -110,6 +110,21 @@ class Incidents:
         history, rows = self._history(job, pid, now)
         live = analyze(rows, pid)
         diagnosis = diagnose([scan], rules, known=known, live=live)
+        return self._write(now, pid, victim, job, diagnosis, renderers, history, lines, seq, kernel_time)
+
+    def _write(
+        self,
+        now: float,
+        pid: int,
+        victim: ProcessSample | None,
+        job: str | None,
+        diagnosis: Any,
+        renderers: Any,
+        history: dict[str, Any],
+        lines: list[str],
+        seq: int | None,
+        kernel_time: float | None,
+    ) -> Path:
         diag_json = json.loads(renderers["json"](diagnosis))
         verdict = diag_json.get("verdict", "")
         comm = victim.comm if victim is not None else (diagnosis.victims[0].name if diagnosis.victims else "") or ""
@@ -163,6 +178,57 @@ class Incidents:
             path,
         )
         return path
+
+    def on_counted_kill(self, victim: ProcessSample, verdict: str, cgroup: str | None, count: int) -> Path:
+        """An unconfirmed incident from the OOM-kill counters (see :class:`CounterKills`)."""
+        from oomwatch.engine.causes import rank_causes
+        from oomwatch.engine.diagnosis import Diagnosis
+        from oomwatch.engine.model import Victim
+
+        now = time.time()
+        with self.lock:
+            rules, _, _, renderers = self._load_engine()
+        history, rows = self._history(victim.job, victim.pid, now)
+        live = analyze(rows, victim.pid)
+        where = f"cgroup {cgroup}" if cgroup else "the node"
+        summary = (
+            f"The kernel's OOM-kill count of {where} rose by {count}, and pid {victim.pid} ({victim.comm}, "
+            f"{victim.role}) of job {victim.job} vanished in the same sample: most likely the victim. No kernel "
+            "report could be read (give the agent /dev/kmsg or --kernel-log) so this is not confirmed."
+        )
+        facts: dict[str, Any] = {"victim.role": victim.role, **live.facts}
+        causes = rank_causes(rules.causes, verdict, facts, [], [], [], live)
+        diagnosis = Diagnosis(
+            verdict=verdict,
+            confirmed=False,
+            summary=summary,
+            victims=(
+                Victim(
+                    victim.pid,
+                    victim.comm,
+                    victim.role,
+                    victim.rank,
+                    victim.anon,
+                    victim.file,
+                    victim.shmem,
+                    cgroup,
+                    (),
+                    "agent",
+                ),  # fmt: skip
+            ),
+            causes=tuple(causes),
+            events=(),
+            inputs=(),
+            next_steps=(
+                "Read the kernel's report for this pid: `dmesg -T | grep -B40 'Killed process "
+                f"{victim.pid} '` (or journalctl -k).",
+            ),  # fmt: skip
+            notes=("from the agent's OOM-kill counters and samples, without the kernel's report",),
+            rule=None,
+            evidence=(),
+            facts=facts,
+        )
+        return self._write(now, victim.pid, victim, victim.job, diagnosis, renderers, history, [], None, None)
 
     def _history(self, job: str | None, pid: int, now: float) -> tuple[dict[str, Any], list[Any]]:
         """(the history put into the incident, the process rows for the analyzers)."""
@@ -238,3 +304,66 @@ def list_incidents(state_dir: Path) -> list[dict[str, Any]]:
         if isinstance(doc, dict) and doc.get("schema") == INCIDENT_SCHEMA:
             out.append(doc)
     return out
+
+
+PENDING_TICKS = 5  # samples to wait for a counted kill's victim to vanish
+
+
+class CounterKills:
+    """Kills seen only by the counters, for when no kernel report can be read (no /dev/kmsg, no log
+    file): a job's cgroup's OOM-kill count rose (or the node's, as the job's limited cgroup vanished
+    with it), and a training process of that job vanished then or within a few samples. Each becomes
+    an unconfirmed incident: the counter says the kernel killed *someone* there; the vanishing says
+    who most likely. Kills outside training jobs' cgroups are not guessed at."""
+
+    def __init__(self, incidents: Incidents) -> None:
+        self.incidents = incidents
+        self._cgroup_kills: dict[str, int] = {}
+        self._node_kills: int | None = None
+        self._cgroup_jobs: dict[str, tuple[str, ...]] = {}  # limited cgroups of the last sample
+        self._pending: list[list[Any]] = []  # [cgroup path, its jobs, kills not yet blamed, samples left]
+        self._previous: dict[int, ProcessSample] = {}
+
+    def observe(self, tick: Tick) -> list[Path]:
+        alive = {p.pid for p in tick.processes}
+        now_jobs = {p.pid: p for p in tick.processes if p.in_job}
+        # vanished from the process table (not merely out of a job: a trainer whose workers died
+        # is no longer a job's member, but it is alive)
+        gone = [p for pid, p in self._previous.items() if pid not in alive]
+        written: list[Path] = []
+        blamed: set[int] = set()
+        explained = 0
+        present = {c.path for c in tick.cgroups}
+        for c in tick.cgroups:
+            before = self._cgroup_kills.get(c.path)
+            if before is not None and c.oom_kills is not None and c.oom_kills > before:
+                explained += c.oom_kills - before
+                # the victim may still be exiting in this sample: wait for it a few samples
+                self._pending.append([c.path, c.jobs, c.oom_kills - before, PENDING_TICKS])
+        node = tick.node.oom_kills if tick.node is not None else None
+        if node is not None and self._node_kills is not None and node - self._node_kills > explained:
+            # kills the cgroups present do not explain: the node's, or a cgroup's that is gone already
+            vanished = {job: path for path, jobs in self._cgroup_jobs.items() if path not in present for job in jobs}
+            # only there: a lone node count cannot tell a kill of ours from one anywhere else on the node
+            suspects = [p for p in gone if p.pid not in blamed and vanished.get(p.job or "") is not None]
+            for p in suspects[: node - self._node_kills - explained]:
+                blamed.add(p.pid)
+                path = vanished[p.job or ""]
+                written.append(
+                    self.incidents.on_counted_kill(p, "cgroup_oom", path, node - self._node_kills - explained)
+                )
+        for entry in self._pending:
+            path, jobs, count, _ = entry
+            for p in [p for p in gone if p.job in jobs and p.pid not in blamed][:count]:
+                blamed.add(p.pid)
+                entry[2] -= 1
+                written.append(self.incidents.on_counted_kill(p, "cgroup_oom", path, count))
+            entry[3] -= 1
+        self._pending = [e for e in self._pending if e[2] > 0 and e[3] > 0]
+        if node is not None:
+            self._node_kills = node
+        self._cgroup_kills.update({c.path: c.oom_kills for c in tick.cgroups if c.oom_kills is not None})
+        self._cgroup_jobs = {c.path: c.jobs for c in tick.cgroups if c.effective_limit}
+        # keep the last sample of every job process (one that left its job is still a candidate)
+        self._previous = {pid: p for pid, p in {**self._previous, **now_jobs}.items() if pid in alive}
+        return written

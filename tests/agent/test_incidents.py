@@ -122,3 +122,54 @@ def test_incident_for_a_real_oom_kill_and_restart_without_duplicates(tmp_path: P
         assert len(set(pids)) == 4
     finally:
         assert agent.stop() == 0
+
+
+SLOW_HOG = """
+import os, sys, time
+open(os.path.join(sys.argv[1], "cgroup.procs"), "w").write(str(os.getpid()))
+kids = []
+for i in range(2):
+    pid = os.fork()
+    if pid == 0:
+        open("/proc/self/comm", "w").write("pt_data_worker")
+        hog = []
+        time.sleep(1.0)  # let the agent see the job and its cgroup first
+        while True:
+            hog.append(bytearray(8 << 20))
+            time.sleep(0.1 * (i + 1))
+    kids.append(pid)
+for k in kids:
+    os.waitpid(k, 0)
+    print(f"DataLoader worker (pid {k}) is killed by signal: Killed.", file=sys.stderr, flush=True)
+time.sleep(1.0)  # the parent (and so the cgroup) outlives its workers a little, as a trainer does
+sys.exit(1)
+"""
+
+
+def test_without_a_kernel_log_the_counters_still_make_an_incident(tmp_path: Path):
+    """No /dev/kmsg and no log file (here: a --kernel-log that does not exist): the cgroup's OOM-kill
+    count rises and a worker vanishes in the same sample: an unconfirmed incident names it."""
+    require_root_cgroup()
+    state = tmp_path / "state"
+    script = tmp_path / "slow_hog.py"
+    script.write_text(SLOW_HOG)
+    agent = AgentProcess("--listen", "127.0.0.1:0", "--interval", "0.2", "--state-dir", str(state),
+                         "--kernel-log", str(tmp_path / "no-such-kern.log"))  # fmt: skip
+    try:
+        wait_ticks(agent)
+        done, _ = _run_hog(script, 160 << 20)
+        workers = {int(m) for m in re.findall(rb"pid (\d+)\) is killed", done.stderr)}
+        assert len(workers) == 2, done.stderr
+        found = _wait_incidents(state, workers)
+        assert len(found) == 2, "".join(agent.lines)
+        for path in found:
+            doc = json.loads(path.read_text())
+            d = doc["diagnosis"]
+            assert d["verdict"] == "cgroup_oom" and d["confirmed"] is False
+            assert doc["victim"]["role"] == "dataloader_worker" and doc["kernel_lines"] == []
+            assert "OOM-kill count" in d["summary"] and "not confirmed" in d["summary"]
+        others = [p for p in (state / "incidents").glob("*.json") if p not in found]
+        assert not others, [p.name for p in others]  # the parent, which exited by itself, is not blamed
+    finally:
+        agent.stop()
+    assert any("incidents from the OOM-kill counters only" in line for line in agent.lines)
