@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,7 @@ class Agent:
             if self.reload_requested.is_set():
                 self.reload_requested.clear()
                 self.reload()
+            started = time.monotonic()
             tick = self.sampler.tick()
             self.collector.update(tick)
             if self.incidents is not None:
@@ -169,8 +171,10 @@ class Agent:
             delay = due - time.monotonic()
             if delay < 0:
                 if not overrun_said:
-                    took, every = tick.duration, self.config.interval
-                    log.warning("a tick took %.3fs, longer than the interval (%gs)", took, every)
+                    took, every = time.monotonic() - started, self.config.interval
+                    log.warning(
+                        "a tick took %.3fs (sampling %.3fs), longer than the interval (%gs)", took, tick.duration, every
+                    )
                     overrun_said = True
                 due = time.monotonic()
                 delay = 0
@@ -185,6 +189,9 @@ class Agent:
             log.error("reload failed, keeping the running configuration: %s", exc)
             return
         old = self.config
+        if (new.state_dir, new.kernel_log) != (old.state_dir, old.kernel_log):
+            log.warning("state_dir and kernel_log take effect at the next start; still using %s", old.state_dir)
+            new = replace(new, state_dir=old.state_dir, kernel_log=old.kernel_log)
         self.config = new
         self.sampler.reload(pss_budget=new.pss_budget, top_n=new.top_n)
         self.collector.top_n, self.collector.budget_fraction = new.top_n, new.pss_budget
