@@ -69,8 +69,9 @@ def test_nothing_from_too_little():
 
 def _run_scenario_under_agent(tmp_path: Path, name: str) -> dict:
     state = tmp_path / "state"
+    # this scenario's workers live about a second: sample them often, their smaps every tick
     agent = AgentProcess(
-        "--listen", "127.0.0.1:0", "--interval", "0.2", "--pss-budget", "0.5", "--state-dir", str(state)
+        "--listen", "127.0.0.1:0", "--interval", "0.1", "--pss-budget", "1.0", "--state-dir", str(state)
     )
     try:
         wait_ticks(agent)
