@@ -45,7 +45,8 @@ def _host_paths(proc_root: Path, sys_root: Path) -> HostPaths:
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="A YAML file with listen, interval, pss_budget, top_n, web_config; flags win over it. Re-read on SIGHUP.",
+    help="A YAML file with listen, interval, pss_budget, top_n, web_config, state_dir, kernel_log; flags win "
+    "over it. Re-read on SIGHUP (state_dir and kernel_log: at the next start).",
 )
 @click.option(
     "--web-config",
