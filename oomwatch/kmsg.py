@@ -139,12 +139,6 @@ _HEADER = "invoked oom-killer"
 _REAPER = "oom_reaper"
 
 
-def kill_pid(rec: KmsgRecord) -> int | None:
-    """The pid a kill record names (``Killed process N`` or the ``oom-kill:`` summary), else None."""
-    m = _KILL.search(rec.text)
-    return int(m.group(1) or m.group(2)) if m else None
-
-
 def kill_spans(texts: Sequence[str]) -> list[tuple[int, int, int]]:
     """(victim pid, first index, last index) of each OOM report among kernel log lines (or records'
     texts): from the report's "invoked oom-killer" header (when within the 2000 lines before)

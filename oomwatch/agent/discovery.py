@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oomwatch.agent.roles import ProcInfo, assign_roles, is_python
-from oomwatch.cgroupfs.detect import parse_proc_cgroup
+from oomwatch.cgroupfs.detect import CgroupMembership, parse_proc_cgroup
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone, process_files
 from oomwatch.procfs.cmdline import read_cmdline
 from oomwatch.procfs.environ import read_environ
 from oomwatch.procfs.stat import read_stat
 
-__all__ = ["Member", "ProcInfo", "classify", "pod_uid", "snapshot"]
+__all__ = ["Member", "ProcInfo", "cgroup_path", "classify", "pod_uid", "snapshot"]
 
 # cgroupfs driver: /kubepods/burstable/pod1b2c…-…/<container>; systemd driver:
 # /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c…_…_….slice/cri-containerd-….scope
@@ -124,16 +124,22 @@ def _ancestor_job(p: ProcInfo, by_pid: dict[int, ProcInfo], jobs: dict[int, str]
     return None
 
 
+def cgroup_path(lines: Sequence[CgroupMembership]) -> str | None:
+    """The cgroup a process is known by (pod uids are found in it): the v2 path of its
+    /proc/PID/cgroup lines, else the v1 memory one, else the first."""
+    line = next((m for m in lines if m.hierarchy_id == 0 and not m.controllers), None)
+    line = line or next((m for m in lines if "memory" in m.controllers), None) or (lines[0] if lines else None)
+    return line.path if line else None
+
+
 def _cgroup_path(paths: HostPaths, pid: int) -> str | None:
-    """The v2 path of /proc/PID/cgroup, else the v1 memory one, else the first; None when unreadable."""
+    """:func:`cgroup_path` of /proc/PID/cgroup; None when unreadable."""
     try:
         with process_files(pid):
             lines = parse_proc_cgroup((paths.proc / str(pid) / "cgroup").read_text(errors="replace"))
     except (OSError, ProcessGone):
         return None
-    line = next((m for m in lines if m.hierarchy_id == 0 and not m.controllers), None)
-    line = line or next((m for m in lines if "memory" in m.controllers), None) or (lines[0] if lines else None)
-    return line.path if line else None
+    return cgroup_path(lines)
 
 
 def snapshot(paths: HostPaths) -> list[ProcInfo]:

@@ -15,7 +15,6 @@ the incident's ``time`` minus ``latency_seconds`` (``time`` when the latency is 
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from oomwatch.agent.atomic import write_atomic
 from oomwatch.engine.sizes import human
 
 # role -> (colour, legend label); unknown and other share a colour (a process the rules could not place)
@@ -621,14 +621,4 @@ def render_incident_html(doc: dict[str, Any]) -> str:
 
 def write_incident_html(doc: dict[str, Any], path: Path) -> None:
     """Render ``doc`` and write it to ``path`` atomically (a temporary file beside it, then a rename)."""
-    text = render_incident_html(doc)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, render_incident_html(doc))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomwatch.agent.analyze import analyze
+from oomwatch.agent.atomic import write_atomic
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgRecord
@@ -35,15 +35,6 @@ _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
 def incident_dir(state_dir: Path) -> Path:
     return state_dir / "incidents"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class Incidents:
@@ -153,8 +144,8 @@ class Incidents:
             "kernel_lines": lines,
         }
         path = self.dir / f"{ident}.json"
-        _atomic_write(path, json.dumps(doc, indent=2) + "\n")
-        _atomic_write(self.dir / f"{ident}.txt", render_incident_text(doc, renderers["text"](diagnosis)))
+        write_atomic(path, json.dumps(doc, indent=2) + "\n")
+        write_atomic(self.dir / f"{ident}.txt", render_incident_text(doc, renderers["text"](diagnosis)))
         with self.lock:
             key = (
                 job or "",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import select
 import threading
 import time
@@ -21,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+from oomwatch.agent.atomic import write_atomic
 from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 
 log = logging.getLogger("oomwatch.agent")
@@ -53,12 +53,7 @@ class Position:
 
     def save(self, seq: int) -> None:
         self.seq = seq
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump({"boot_id": self.boot, "seq": seq}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"boot_id": self.boot, "seq": seq}))
 
 
 class KmsgWatcher:

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+from oomwatch.agent.atomic import write_atomic
 from oomwatch.kmsg import kill_spans
 
 log = logging.getLogger("oomwatch.agent")
@@ -69,13 +70,9 @@ class LogFileWatcher:
         if self._ident is None:
             return
         self._handled_offset = offset
-        tmp = self.position_path.with_suffix(".tmp")
+        position = {"path": str(self.path), "dev": self._ident[0], "ino": self._ident[1], "offset": offset}
         with contextlib.suppress(OSError):
-            with open(tmp, "w") as f:
-                json.dump({"path": str(self.path), "dev": self._ident[0], "ino": self._ident[1], "offset": offset}, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.position_path)
+            write_atomic(self.position_path, json.dumps(position))
 
     def start(self) -> None:
         self.thread.start()

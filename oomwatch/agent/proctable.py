@@ -18,9 +18,10 @@ import errno
 import os
 from dataclasses import dataclass
 
+from oomwatch.agent.discovery import cgroup_path
 from oomwatch.agent.notices import Notices
 from oomwatch.agent.roles import ProcInfo
-from oomwatch.cgroupfs.detect import CgroupMembership, parse_proc_cgroup
+from oomwatch.cgroupfs.detect import CgroupMembership, mount_entries, parse_proc_cgroup
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone, process_files
 from oomwatch.procfs.cmdline import read_cmdline
@@ -206,7 +207,7 @@ class ProcessTable:
         if not kernel_thread:
             argv, env = self._argv_env(pid, (), {})
         membership = self._membership(pid)
-        cgroup = _cgroup_path(membership)
+        cgroup = cgroup_path(membership)
         comm = status.name if status.name is not None else (stat.comm or "")
         info = ProcInfo(pid, ppid, comm, argv, env, cgroup, stat.starttime)
         self.procs[pid] = Tracked(info, status, membership, fd, now, kernel_thread, raw=data)
@@ -225,21 +226,12 @@ def hidepid(mountinfo: str, mount_point: str) -> str | None:
     """The ``hidepid=`` mode of the proc mount at ``mount_point`` (the last one mounted there), or None
     when processes are not hidden (no option, ``0`` or ``off``)."""
     mode = None
-    for line in mountinfo.splitlines():
-        left, sep, right = line.partition(" - ")
-        lf, rf = left.split(), right.split()
-        if not sep or len(lf) < 5 or len(rf) < 3 or rf[0] != "proc" or lf[4] != mount_point:
+    for m in mount_entries(mountinfo):
+        if m.fstype != "proc" or m.mount_point != mount_point:
             continue
         mode = None
-        for opt in rf[2].split(","):
+        for opt in m.super_options:
             if opt.startswith("hidepid="):
                 value = opt.split("=", 1)[1]
                 mode = None if value in ("0", "off") else value
     return mode
-
-
-def _cgroup_path(lines: tuple[CgroupMembership, ...]) -> str | None:
-    """The v2 path, else the v1 memory one, else the first (what discovery uses for pod uids)."""
-    line = next((m for m in lines if m.hierarchy_id == 0 and not m.controllers), None)
-    line = line or next((m for m in lines if "memory" in m.controllers), None) or (lines[0] if lines else None)
-    return line.path if line else None

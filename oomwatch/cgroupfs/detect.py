@@ -48,8 +48,17 @@ def _unescape(field: str) -> str:
     return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 
 
-def parse_mountinfo(text: str) -> list[CgroupMount]:
-    mounts = []
+@dataclass(frozen=True)
+class MountEntry:
+    root: str  # field 4, unescaped
+    mount_point: str  # field 5, unescaped
+    fstype: str
+    super_options: tuple[str, ...]
+
+
+def mount_entries(text: str) -> list[MountEntry]:
+    """Every well-formed line of a mountinfo file; garbled lines are skipped."""
+    out = []
     for line in text.splitlines():
         left, sep, right = line.partition(" - ")
         if not sep:
@@ -57,12 +66,17 @@ def parse_mountinfo(text: str) -> list[CgroupMount]:
         lf, rf = left.split(), right.split()
         if len(lf) < 5 or len(rf) < 3:
             continue
-        fstype, superopts = rf[0], rf[2]
-        if fstype == "cgroup2":
-            mounts.append(CgroupMount(2, _unescape(lf[3]), _unescape(lf[4]), frozenset()))
-        elif fstype == "cgroup":
-            opts = frozenset(superopts.split(","))
-            mounts.append(CgroupMount(1, _unescape(lf[3]), _unescape(lf[4]), opts))
+        out.append(MountEntry(_unescape(lf[3]), _unescape(lf[4]), rf[0], tuple(rf[2].split(","))))
+    return out
+
+
+def parse_mountinfo(text: str) -> list[CgroupMount]:
+    mounts = []
+    for m in mount_entries(text):
+        if m.fstype == "cgroup2":
+            mounts.append(CgroupMount(2, m.root, m.mount_point, frozenset()))
+        elif m.fstype == "cgroup":
+            mounts.append(CgroupMount(1, m.root, m.mount_point, frozenset(m.super_options)))
     return mounts
 
 

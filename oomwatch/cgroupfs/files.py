@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oomwatch.procfs import to_int
+from oomwatch.procfs import flat_keyed, to_int
 
 # v1 "no limit" is PAGE_COUNTER_MAX * PAGE_SIZE: 9223372036854771712 with 4 KiB pages; other
 # page sizes round differently, so anything at or above 2**62 bytes is "no limit".
@@ -40,11 +40,4 @@ def parse_limit(text: str | None) -> int | None:
 
 def parse_flat_keyed(text: str | None) -> dict[str, int]:
     """``key value`` lines (memory.stat, memory.events, memory.oom_control); garbage lines skipped."""
-    out: dict[str, int] = {}
-    for line in (text or "").splitlines():
-        fields = line.split()
-        if len(fields) == 2:
-            value = to_int(fields[1])
-            if value is not None:
-                out[fields[0]] = value
-    return out
+    return flat_keyed(text)

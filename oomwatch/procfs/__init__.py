@@ -53,3 +53,16 @@ def kb_lines(text: str) -> dict[str, int]:
         unit = fields[1] if len(fields) > 1 else ""
         out[key.strip()] = number * 1024 if unit == "kB" else number
     return out
+
+
+def flat_keyed(text: str | None) -> dict[str, int]:
+    """``key value`` lines (/proc/vmstat, memory.stat, memory.events, memory.oom_control); lines that
+    are not exactly a key and an integer are skipped."""
+    out: dict[str, int] = {}
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if len(fields) == 2:
+            value = to_int(fields[1])
+            if value is not None:
+                out[fields[0]] = value
+    return out

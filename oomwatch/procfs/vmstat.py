@@ -11,18 +11,11 @@ Sample::
 from __future__ import annotations
 
 from oomwatch.paths import HostPaths
-from oomwatch.procfs import to_int
+from oomwatch.procfs import flat_keyed
 
 
 def parse_vmstat(text: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) == 2:
-            value = to_int(fields[1])
-            if value is not None:
-                out[fields[0]] = value
-    return out
+    return flat_keyed(text)
 
 
 def oom_kill(vmstat: dict[str, int]) -> int | None:
