@@ -380,7 +380,8 @@ def _chromium_runs(exe: str, tmp: Path, *runs: tuple[str, ...]) -> list[str]:
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
-             "--window-size=1200,900", "--deterministic-mode"]  # fmt: skip
+             "--window-size=1200,900", "--deterministic-mode",
+             "--run-all-compositor-stages-before-draw"]  # fmt: skip
     env = dict(os.environ, HOME=str(tmp))
     procs = []
     for args in runs:
@@ -531,6 +532,23 @@ def _assert_painted(rows: list[bytes], box: dict[str, float]) -> None:
         assert text > 20, f"no tick labels painted under quarter {i} of the chart: {text} pixels"
 
 
+def _painted(exe: str, tmp: Path, shot: Path, page_path: Path, box: dict[str, float], tries: int = 3) -> list[bytes]:
+    """The screenshot's rows once it is complete: headless Chromium sometimes saves a screenshot
+    before every tile is painted (seen in 1 of ~10 CI runs even with --deterministic-mode); such a
+    capture is taken again, up to ``tries`` captures in all. A page that never paints fails."""
+    rows = _decode(shot)
+    for attempt in range(1, tries + 1):
+        try:
+            _assert_painted(rows, box)
+            return rows
+        except AssertionError:
+            if attempt == tries:
+                raise
+        _chromium_runs(exe, tmp, (f"--screenshot={shot}", page_path.as_uri()))
+        rows = _decode(shot)
+    return rows
+
+
 def _near(pixels: list[tuple[int, int, int]], colours: dict[str, str]) -> dict[str, int]:
     """How many pixels are (nearly) each of ``colours``: the inside of a line, not its anti-aliased edge."""
     targets = {name: _hex(c) for name, c in colours.items()}
@@ -582,9 +600,8 @@ def test_chromium_draws_the_chart(tmp_path: Path):
 
     # the pixels of the page itself, in the first chart's box
     started = time.monotonic()
-    rows = _decode(shot)
+    rows = _painted(exe, tmp_path, shot, page_path, box)
     decode = time.monotonic() - started
-    _assert_painted(rows, box)
     area, pixels = _pixels(rows, box)
     ink = sum(1 for p in pixels if min(p) < 200)
     assert ink > area * 0.01, (ink, area)  # lines, axes, labels: not an empty box
@@ -618,8 +635,7 @@ def test_chromium_draws_every_role_in_its_colour(tmp_path: Path):
     )
     box = _geometry(measured)["chart-anon"]
     assert len(box["lengths"]) == 8 and all(length > 50 for length in box["lengths"]), box["lengths"]
-    rows = _decode(shot)
-    _assert_painted(rows, box)
+    rows = _painted(exe, tmp_path, shot, page_path, box)
     _, pixels = _pixels(rows, box)
     elapsed = time.monotonic() - started
     roles = ("launcher", "rank", "dataloader_worker", "manager")
