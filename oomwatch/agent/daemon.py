@@ -21,6 +21,7 @@ from oomwatch import __version__
 from oomwatch.agent.config import AgentConfig, load_config
 from oomwatch.agent.exporter import AgentCollector, registry_for
 from oomwatch.agent.forecast import NODE, Trends, Warner
+from oomwatch.agent.strain import StrainWarner
 from oomwatch.agent.history import HistoryStore
 from oomwatch.agent.http import MetricsServer, WebConfig, load_web_config
 from oomwatch.agent.incidents import CounterKills, Incidents
@@ -63,6 +64,7 @@ class Agent:
         self.server = MetricsServer(registry_for(self.collector), self.config.listen, self.web)
         self.trends = Trends()
         self.warner = Warner()
+        self.strain = StrainWarner()
         self.history: HistoryStore | None = None
         self.incidents: Incidents | None = None
         self.watcher: KmsgWatcher | LogFileWatcher | None = None
@@ -167,6 +169,8 @@ class Agent:
                     "predicted OOM: %s%s reaches its limit %s in %.0fs at %s/s (now %s unreclaimable, fit r2 %.2f)",
                     where, jobs, human(f.limit), f.seconds, human(int(f.slope)), human(f.used), f.r2,
                 )  # fmt: skip
+            for strain in self.strain.due(tick):
+                log.warning("%s", strain.message)
             due += self.config.interval
             delay = due - time.monotonic()
             if delay < 0:

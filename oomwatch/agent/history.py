@@ -53,11 +53,12 @@ from urllib.parse import quote
 from oomwatch.agent.model import Tick
 from oomwatch.agent.notices import Notices
 from oomwatch.errors import InputError
+from oomwatch.procfs.pressure import Pressure
 
 log = logging.getLogger("oomwatch.agent")
 
 FORMAT = "oomwatch.history"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added memory pressure (PSI avg10) to cgroup and node rows, and node totals
 MAINTAIN_EVERY = 60.0  # seconds of tick time between maintenance runs started by record()
 RETRY_OPEN_EVERY = 60.0  # seconds of tick time between attempts to open a file that could not be opened
 DEFAULT_RESOLUTION = 1.0  # the agent's default interval: the first tick's resolution, before a second one says
@@ -69,7 +70,15 @@ _SQLITE_NOTADB = 26
 _PROCESS_SIZES = ("rss", "anon", "file", "shmem", "swap", "hwm", "pss", "uss", "swap_pss")
 # "limit" is an SQL keyword: the column is mem_limit, the field limit
 _CGROUP_SIZES = ("usage", "mem_limit", "effective_limit", "anon", "file", "shmem", "swap", "oom_kills")
-_NODE_COLUMNS = ("time", "resolution", "mem_available", "swap_free", "oom_kills")
+_CGROUP_PRESSURE = ("pressure_some", "pressure_full")  # PSI avg10, percent (REAL)
+_NODE_COLUMNS = ("time", "resolution", "mem_available", "swap_free", "oom_kills", "mem_total", "swap_total",
+                 "pressure_some", "pressure_full")  # fmt: skip
+# what schema 2 added to a schema 1 file: (table, column, type)
+_ADDED_IN_2 = (
+    ("cgroup", "pressure_some", "REAL"), ("cgroup", "pressure_full", "REAL"),
+    ("node", "mem_total", "INTEGER"), ("node", "swap_total", "INTEGER"),
+    ("node", "pressure_some", "REAL"), ("node", "pressure_full", "REAL"),
+)  # fmt: skip
 
 # Samples refer to their labels by id (a job name, a cgroup path and the comm would otherwise be
 # repeated in every row and two of its indexes): the file is about half the size.
@@ -87,12 +96,13 @@ CREATE TABLE cgroup_label (id INTEGER PRIMARY KEY, path TEXT NOT NULL, jobs TEXT
 CREATE INDEX cgroup_label_path ON cgroup_label (path);
 CREATE TABLE cgroup (
     time REAL NOT NULL, resolution REAL NOT NULL, label INTEGER NOT NULL,
-    {", ".join(f"{c} INTEGER" for c in _CGROUP_SIZES)}
+    {", ".join(f"{c} INTEGER" for c in _CGROUP_SIZES)}, {", ".join(f"{c} REAL" for c in _CGROUP_PRESSURE)}
 );
 CREATE INDEX cgroup_time ON cgroup (time);
 CREATE INDEX cgroup_label_time ON cgroup (label, time);
 CREATE TABLE node (
-    time REAL NOT NULL, resolution REAL NOT NULL, mem_available INTEGER, swap_free INTEGER, oom_kills INTEGER
+    time REAL NOT NULL, resolution REAL NOT NULL, mem_available INTEGER, swap_free INTEGER, oom_kills INTEGER,
+    mem_total INTEGER, swap_total INTEGER, pressure_some REAL, pressure_full REAL
 );
 CREATE INDEX node_time ON node (time);
 """
@@ -102,7 +112,8 @@ _SAMPLE_TABLES = ("process", "cgroup", "node")
 _SELECT_PROCESS = f"""SELECT p.time, p.resolution, p.pid, j.name, l.role, l.rank, l.local_rank, l.comm,
     {", ".join(f"p.{c}" for c in _PROCESS_SIZES)}
     FROM process AS p JOIN job AS j ON j.id = p.job JOIN label AS l ON l.id = p.label"""
-_SELECT_CGROUP = f"""SELECT c.time, c.resolution, l.path, l.jobs, {", ".join(f"c.{x}" for x in _CGROUP_SIZES)}
+_SELECT_CGROUP = f"""SELECT c.time, c.resolution, l.path, l.jobs, {", ".join(f"c.{x}" for x in _CGROUP_SIZES)},
+    {", ".join(f"c.{x}" for x in _CGROUP_PRESSURE)}
     FROM cgroup AS c JOIN cgroup_label AS l ON l.id = c.label"""
 
 
@@ -141,6 +152,8 @@ class CgroupRow:
     shmem: int | None
     swap: int | None
     oom_kills: int | None
+    pressure_some: float | None = None  # PSI avg10 in percent (v2 cgroups); a coarse row keeps the bucket's highest
+    pressure_full: float | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +163,10 @@ class NodeRow:
     mem_available: int | None  # a coarse row keeps the bucket's lowest
     swap_free: int | None  # the bucket's lowest
     oom_kills: int | None
+    mem_total: int | None = None
+    swap_total: int | None = None
+    pressure_some: float | None = None  # /proc/pressure/memory avg10, percent; a coarse row keeps the highest
+    pressure_full: float | None = None
 
 
 class _Unusable(Exception):
@@ -263,8 +280,11 @@ class HistoryStore:
             )
             conn.execute("COMMIT")
         else:
-            _check_ours(conn, tables)
+            version = _check_ours(conn, tables)
             conn.execute("PRAGMA journal_mode = WAL").fetchall()
+            if version < SCHEMA_VERSION:
+                _upgrade(conn, version)
+                log.info("history: %s upgraded from schema %d to %d", self.path, version, SCHEMA_VERSION)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA journal_size_limit = {16 << 20}")
 
@@ -378,18 +398,23 @@ class HistoryStore:
             ]  # fmt: skip
             cgroups = [
                 (t, res, self._id(new_ids, "cgroup_label", (c.path, ",".join(c.jobs))),
-                 c.usage, c.limit, c.effective_limit, c.anon, c.file, c.shmem, c.swap, c.oom_kills)
+                 c.usage, c.limit, c.effective_limit, c.anon, c.file, c.shmem, c.swap, c.oom_kills,
+                 *_avg10(c.pressure))
                 for c in tick.cgroups
             ]  # fmt: skip
             if processes:
                 conn.executemany(_insert("process", ("time", "resolution", "pid", "job", "label", *_PROCESS_SIZES)),
                                  processes)  # fmt: skip
             if cgroups:
-                conn.executemany(_insert("cgroup", ("time", "resolution", "label", *_CGROUP_SIZES)), cgroups)
+                conn.executemany(
+                    _insert("cgroup", ("time", "resolution", "label", *_CGROUP_SIZES, *_CGROUP_PRESSURE)), cgroups
+                )
             if node is not None:
                 conn.execute(
-                    _insert("node", _NODE_COLUMNS), (t, res, node.mem_available, node.swap_free, node.oom_kills)
-                )
+                    _insert("node", _NODE_COLUMNS),
+                    (t, res, node.mem_available, node.swap_free, node.oom_kills, node.mem_total, node.swap_total,
+                     *_avg10(node.pressure)),
+                )  # fmt: skip
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback()
@@ -476,7 +501,7 @@ class HistoryStore:
         args = {"lo": lo, "cut": cut, "step": step}
         window = "time >= :lo AND time < :cut AND resolution < :step"
         maxes = ", ".join(f"MAX({c}) AS {c}" for c in _PROCESS_SIZES)
-        cg_maxes = ", ".join(f"MAX({c})" for c in _CGROUP_SIZES)
+        cg_maxes = ", ".join(f"MAX({c})" for c in (*_CGROUP_SIZES, *_CGROUP_PRESSURE))
         conn = self._conn
         conn.execute("BEGIN")
         conn.execute(
@@ -490,7 +515,7 @@ class HistoryStore:
         )  # the label (role, rank, comm) of the bucket's last row (rows are appended): the latest the sampler knew
         conn.execute(f"DELETE FROM process WHERE {window}", args)
         conn.execute(
-            f"""INSERT INTO cgroup (time, resolution, label, {", ".join(_CGROUP_SIZES)})
+            f"""INSERT INTO cgroup (time, resolution, label, {", ".join((*_CGROUP_SIZES, *_CGROUP_PRESSURE))})
                 SELECT MIN(time), :step, label, {cg_maxes}
                 FROM cgroup WHERE {window} GROUP BY label, CAST(time / :step AS INTEGER)""",
             args,
@@ -498,7 +523,8 @@ class HistoryStore:
         conn.execute(f"DELETE FROM cgroup WHERE {window}", args)
         conn.execute(
             f"""INSERT INTO node ({", ".join(_NODE_COLUMNS)})
-                SELECT MIN(time), :step, MIN(mem_available), MIN(swap_free), MAX(oom_kills)
+                SELECT MIN(time), :step, MIN(mem_available), MIN(swap_free), MAX(oom_kills), MAX(mem_total),
+                       MAX(swap_total), MAX(pressure_some), MAX(pressure_full)
                 FROM node WHERE {window} GROUP BY CAST(time / :step AS INTEGER)""",
             args,
         )
@@ -647,15 +673,31 @@ class HistoryStore:
             conditions.append("c.label IN (SELECT id FROM cgroup_label WHERE path = ?)")
             args.append(path)
         where = self._where(conditions, args, since, until, "c.")
-        rows = self._query(f"{_SELECT_CGROUP}{where} ORDER BY c.time, l.path", args)
+        rows = self._query(f"{self._compatible(_SELECT_CGROUP)}{where} ORDER BY c.time, l.path", args)
         return [CgroupRow(*r) for r in rows]
 
     def node(self, *, since: float | None = None, until: float | None = None) -> list[NodeRow]:
         """Node rows, oldest first."""
         args: list[Any] = []
         where = self._where([], args, since, until)
-        rows = self._query(f"SELECT {', '.join(_NODE_COLUMNS)} FROM node{where} ORDER BY time", args)
+        select = self._compatible(f"SELECT {', '.join(f'node.{c}' for c in _NODE_COLUMNS)} FROM node")
+        rows = self._query(f"{select}{where} ORDER BY time", args)
         return [NodeRow(*r) for r in rows]
+
+    def _compatible(self, select: str) -> str:
+        """``select`` with the columns a schema 1 file lacks read as NULL (a reader cannot upgrade it)."""
+        with self._lock:
+            if self._conn is None:
+                return select
+            for table, column, _ in _ADDED_IN_2:
+                try:
+                    present = {r[1] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+                except sqlite3.Error:
+                    return select
+                if column not in present:
+                    alias = "c" if table == "cgroup" else table
+                    select = select.replace(f"{alias}.{column}", f"NULL AS {column}")
+        return select
 
     # -- meta --------------------------------------------------------------------------------------
 
@@ -703,17 +745,45 @@ def _insert(table: str, columns: Sequence[str]) -> str:
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
 
 
-def _check_ours(conn: sqlite3.Connection, tables: set[str]) -> None:
+def _avg10(pressure: Pressure | None) -> tuple[float | None, float | None]:
+    """(some, full) avg10 percentages of a PSI reading."""
+    if pressure is None:
+        return None, None
+    return (
+        pressure.some.avg10 if pressure.some is not None else None,
+        pressure.full.avg10 if pressure.full is not None else None,
+    )
+
+
+def _check_ours(conn: sqlite3.Connection, tables: set[str]) -> int:
+    """The file's schema version (one this oomwatch reads), or raise _Unusable."""
     if "meta" not in tables:
         raise _Unusable("not an oomwatch history file (no meta table)")
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     if meta.get("format") != FORMAT:
         raise _Unusable("not an oomwatch history file")
-    if meta.get("schema_version") != str(SCHEMA_VERSION):
-        raise _Unusable(f"history schema version {meta.get('schema_version')}, this oomwatch reads {SCHEMA_VERSION}")
+    version = meta.get("schema_version")
+    if version not in {str(v) for v in range(1, SCHEMA_VERSION + 1)}:
+        raise _Unusable(f"history schema version {version}, this oomwatch reads 1 to {SCHEMA_VERSION}")
     missing = _TABLES - tables
     if missing:
         raise _Unusable(f"history file without its {', '.join(sorted(missing))} table")
+    return int(version)
+
+
+def _upgrade(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a file of an older schema to this one in one transaction: columns are added (old rows
+    read them as unknown), nothing is rewritten."""
+    conn.execute("BEGIN")
+    try:
+        if version < 2:
+            for table, column, kind in _ADDED_IN_2:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def open_readonly(path: Path) -> HistoryStore:

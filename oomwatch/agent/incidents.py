@@ -13,7 +13,7 @@ import logging
 import re
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +100,7 @@ class Incidents:
             victim = self.seen.get(pid, (None, None))[1]
         job = victim.job if victim is not None else None
         history, rows = self._history(job, pid, now)
-        live = analyze(rows, pid)
+        live = analyze(rows.processes, pid, node=rows.node, cgroups=rows.cgroups)
         diagnosis = diagnose([scan], rules, known=known, live=live)
         return self._write(now, pid, victim, job, diagnosis, renderers, history, lines, seq, kernel_time)
 
@@ -140,6 +140,8 @@ class Incidents:
                 "last_sample": asdict(victim) if victim is not None else None,
             },
             "diagnosis": diag_json,
+            # what the live analyzers measured in the history (the history.* facts the cause rules read)
+            "analysis": {k: v for k, v in sorted(diagnosis.facts.items()) if k.startswith("history.")},
             "history": history,
             "kernel_lines": lines,
         }
@@ -181,7 +183,7 @@ class Incidents:
         with self._engine_lock:
             rules, _, _, renderers = self._load_engine()
         history, rows = self._history(victim.job, victim.pid, now)
-        live = analyze(rows, victim.pid)
+        live = analyze(rows.processes, victim.pid, node=rows.node, cgroups=rows.cgroups)
         where = f"cgroup {cgroup}" if cgroup else "the node"
         summary = (
             f"The kernel's OOM-kill count of {where} rose by {count}, and pid {victim.pid} ({victim.comm}, "
@@ -222,29 +224,40 @@ class Incidents:
         )
         return self._write(now, victim.pid, victim, victim.job, diagnosis, renderers, history, [], None, None)
 
-    def _history(self, job: str | None, pid: int, now: float) -> tuple[dict[str, Any], list[Any]]:
-        """(the history put into the incident, the process rows for the analyzers)."""
+    def _history(self, job: str | None, pid: int, now: float) -> tuple[dict[str, Any], _Rows]:
+        """(the history put into the incident, the rows for the analyzers)."""
         if self.history is None:
             with self.lock:
                 last = [asdict(s) for _, s in self.seen.values() if job is not None and s.job == job]
-            return {"source": "last samples (no history store)", "processes": last, "cgroups": []}, []
+            return {"source": "last samples (no history store)", "processes": last, "cgroups": [], "node": []}, _Rows()
         since = now - self.window
         try:
             procs = (
                 self.history.processes(job=job, since=since) if job else self.history.processes(pid=pid, since=since)
             )
             cgroups = self.history.cgroups(since=since)
+            node = self.history.node(since=since)
         except Exception as exc:  # the history is evidence, not a requirement
             log.error("reading the history for the incident failed: %s", exc)
-            return {"source": f"history unreadable: {exc}", "processes": [], "cgroups": []}, []
+            return {"source": f"history unreadable: {exc}", "processes": [], "cgroups": [], "node": []}, _Rows()
         # only the victim's job's cgroups (a victim of no known job: none, rather than every cgroup)
         cgroups = [c for c in cgroups if job and job in (c.jobs or "").split(",")]
         doc = {
             "source": f"history, last {self.window:g} s",
             "processes": [asdict(r) for r in procs],
             "cgroups": [asdict(c) for c in cgroups],
+            "node": [asdict(n) for n in node],
         }
-        return doc, list(procs)
+        return doc, _Rows(list(procs), list(node), cgroups)
+
+
+@dataclass
+class _Rows:
+    """History rows for the analyzers."""
+
+    processes: list[Any] = field(default_factory=list)
+    node: list[Any] = field(default_factory=list)
+    cgroups: list[Any] = field(default_factory=list)
 
 
 def render_incident_text(doc: dict[str, Any], diagnosis_text: str) -> str:

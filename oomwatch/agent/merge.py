@@ -43,5 +43,7 @@ def from_history(
             f"history: pid {pid} was {who}{of_job}; its job's samples {span} were analyzed "
             "(a reused pid would show another process: check the times against the log's)"
         )  # fmt: skip
-        return known, analyze(job_rows, pid), note
+        node = store.node(since=since, until=until + 1)
+        cgroups = [c for c in store.cgroups(since=since, until=until + 1) if last.job and last.job in c.jobs.split(",")]
+        return known, analyze(job_rows, pid, node=node, cgroups=cgroups), note
     return {}, LiveEvidence(), "history: none of the victims' pids is in the history"

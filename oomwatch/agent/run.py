@@ -37,6 +37,7 @@ from oomwatch.paths import HostPaths
 HEAD_BYTES = 1 << 20
 TAIL_BYTES = 16 << 20
 KMSG_KEEP = 100_000  # records kept while the command runs (kernel reports are ~60 records each)
+NODE_POINTS = 3000  # node samples kept for the swap/pressure analyzer: 10 minutes at the default 0.2 s
 
 
 class Capture:
@@ -114,6 +115,8 @@ class Recorder:
         self.seen: dict[int, Seen] = {}
         self.last_tick: Tick | None = None
         self.peak_gpu: tuple[int, int] | None = None  # (used, total) at the highest use
+        # swap and pressure of the node, each tick, the last NODE_POINTS (the analyzers' input)
+        self.node: deque[dict[str, Any]] = deque(maxlen=NODE_POINTS)
 
     def add(self, tick: Tick) -> None:
         alive = set()
@@ -129,6 +132,15 @@ class Recorder:
         for g in tick.gpus:
             if g.used is not None and g.total and (self.peak_gpu is None or g.used > self.peak_gpu[0]):
                 self.peak_gpu = (g.used, g.total)
+        n = tick.node
+        if n is not None:
+            psi = n.pressure
+            self.node.append({
+                "time": tick.time, "resolution": tick.time - self.node[-1]["time"] if self.node else None,
+                "swap_total": n.swap_total, "swap_free": n.swap_free,
+                "pressure_some": psi.some.avg10 if psi is not None and psi.some is not None else None,
+                "pressure_full": psi.full.avg10 if psi is not None and psi.full is not None else None,
+            })  # fmt: skip
         self.last_tick = tick
 
     def roles(self) -> dict[int, tuple[str, int | None]]:
@@ -247,7 +259,7 @@ def _diagnose(
         scans.append(scanner.scan(f"{name} ({label})", [cap.text()]))
     if kernel:
         scans.append(scanner.scan("kernel log (/dev/kmsg)", ["\n".join(kernel).encode() + b"\n"]))
-    return diagnose(scans, rules, known=rec.roles(), live=analyze(rec.rows(), victim))
+    return diagnose(scans, rules, known=rec.roles(), live=analyze(rec.rows(), victim, node=rec.node))
 
 
 def _forward_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:

@@ -36,9 +36,9 @@ def diagnose(
     rule = choose(rules.verdicts, facts)
     values = template_values(victims, reports)
     verdict = rule.verdict if rule else "no_oom_evidence"
-    evidence = _evidence(rule.when.facts() if rule else set(), victims, events, reports)
+    evidence = _evidence(rule.when.facts() if rule else set(), victims, events, reports, live)
     causes = rank_causes(rules.causes, verdict, facts, events, victims, reports, live)
-    notes = _notes(facts, reports, events, verdict)
+    notes = _notes(facts, reports, events, verdict, live)
     for s in scans:
         notes.extend(f"{s.file}: {n}" for n in s.notes)
     return Diagnosis(
@@ -62,8 +62,10 @@ def _evidence(
     victims: Sequence,
     events: Sequence[Event],
     reports: Sequence[OomReport],
+    live: LiveEvidence | None = None,
 ) -> tuple[Evidence, ...]:
-    """The lines behind the verdict: the first victim's, then lines of the kinds it used."""
+    """The lines behind the verdict: the first victim's, then lines of the kinds it used, then the
+    live lines of the ``history.*`` facts it used (``history.swap_used_ratio``: topic "swap")."""
     picked: list[Evidence] = []
     if victims:
         picked.extend(victims[0].evidence)
@@ -71,6 +73,10 @@ def _evidence(
         picked.extend(reports[0].evidence)
     kinds = {name.split(".", 1)[1] for name in fact_names if name.startswith("events.")}
     picked.extend(ev.evidence for ev in events if ev.kind in kinds)
+    if live is not None:
+        topics = dict.fromkeys(n.split(".", 1)[1].split("_", 1)[0] for n in fact_names if n.startswith("history."))
+        for topic in topics:
+            picked.extend(live.evidence.get(topic, ()))
     seen: set[tuple[str, int]] = set()
     unique = []
     for ev in picked:
@@ -80,7 +86,9 @@ def _evidence(
     return tuple(unique[:MAX_EVIDENCE])
 
 
-def _notes(facts: dict, reports: Sequence[OomReport], events: Sequence[Event], verdict: str) -> list[str]:
+def _notes(
+    facts: dict, reports: Sequence[OomReport], events: Sequence[Event], verdict: str, live: LiveEvidence | None
+) -> list[str]:
     notes: list[str] = []
     cuda_first = facts.get("order.cuda_oom_before_kill")
     if cuda_first is True:
@@ -119,6 +127,26 @@ def _notes(facts: dict, reports: Sequence[OomReport], events: Sequence[Event], v
             "A kill was forced by hand (SysRq-f, moom_callback): the OOM killer ran on request, "
             "not because memory ran out."
         )
+    thrash = _thrash(facts, live)
+    if thrash and verdict in ("host_oom", "cgroup_oom", "userspace_oom_kill", "sigkill_unexplained"):
+        notes.append(
+            "Memory had been short for a while before the kill (paging, tasks stalled), so the job was slow "
+            f"before it died — {thrash}."
+        )
     if verdict in ("host_oom", "cgroup_oom") and facts.get("kernel.kills", 0) > 1:
         notes.append(f"The kernel killed {facts['kernel.kills']} processes in this input.")
     return notes
+
+
+def _thrash(facts: Mapping[str, object], live: LiveEvidence | None) -> str:
+    """The agent's swap and stall lines when they are notable (swap 90%+ used, PSI full 10%+); "" if not."""
+    if live is None:
+        return ""
+    swap = facts.get("history.swap_used_ratio")
+    full = facts.get("history.pressure_full_avg10")
+    lines: list[str] = []
+    if isinstance(swap, (int, float)) and swap >= 0.9:
+        lines.extend(e.text for e in live.evidence.get("swap", ()))
+    if isinstance(full, (int, float)) and full >= 10:
+        lines.extend(e.text for e in live.evidence.get("pressure", ()))
+    return "; ".join(lines)

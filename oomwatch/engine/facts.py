@@ -86,6 +86,11 @@ FACTS: dict[str, str] = {
     "history.victim_growth_ratio": "the victim's last / first anonymous memory",
     "history.victim_growth_r2": "how straight that growth was (least-squares r², 1.0: a steady climb)",
     "history.manager_growth_bytes": "the largest anonymous-memory growth of a multiprocessing manager",
+    "history.swap_used_ratio": "the node's highest swap used / swap total in the samples",
+    "history.swap_total_bytes": "the node's swap size",
+    "history.pressure_some_avg10": "highest PSI memory 'some' avg10 (percent) of the node or the job's cgroups",
+    "history.pressure_full_avg10": "highest PSI memory 'full' avg10 (percent) of the node or the job's cgroups",
+    "history.pressure_full_seconds": "seconds that 'full' avg10 stayed at 10% or more (node or one cgroup)",
 }
 
 

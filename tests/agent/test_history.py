@@ -6,6 +6,7 @@ moved aside, a full disk (a real 256 KiB tmpfs), a reader while another process 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import csv
 import errno
 import io
@@ -34,6 +35,7 @@ from oomwatch.agent.model import CgroupSample, NodeSample, ProcessSample, Tick
 from oomwatch.agent.notices import Notices
 from oomwatch.cli_history import history_cmd, parse_when
 from oomwatch.errors import InputError
+from oomwatch.procfs.pressure import Pressure, PressureLine
 from tests.conftest import ROOT
 
 MIB = 1 << 20
@@ -200,6 +202,77 @@ def test_old_rows_fold_into_peaks_at_the_first_time_of_their_bucket(store_path: 
         # folding again changes nothing that was folded
         store.maintain(T0 + 205)
         assert store.processes(pid=7, until=cut - 1) == coarse
+
+
+def _psi(some: float, full: float) -> Pressure:
+    return Pressure(PressureLine(some, some, some, 1000), PressureLine(full, full, full, 500))
+
+
+def test_pressure_and_swap_are_kept_and_fold_into_their_worst(store_path: Path):
+    with opened(store_path, fine_seconds=60, coarse_step=10) as store:
+        for k in range(100):
+            psi = _psi(5.0 + (40.0 if k == 13 else 0.0), 1.0 + (25.5 if k == 14 else 0.0))
+            n = NodeSample(mem_total=64 * GIB, mem_available=10 * GIB, swap_total=8 * GIB,
+                           swap_free=8 * GIB - k * 10 * MIB, oom_kills=0, pressure=psi)  # fmt: skip
+            cg = dataclasses.replace(cgroup(), pressure=_psi(float(k % 10), 0.0) if k != 50 else None)
+            store.record(tick(T0 + k, [proc(1)], [cg], n))
+        first = store.node()[0]
+        assert (first.mem_total, first.swap_total, first.pressure_some, first.pressure_full) == (64 * GIB, 8 * GIB,
+                                                                                               5.0, 1.0)  # fmt: skip
+        assert store.cgroups()[50].pressure_some is None  # no PSI file: unknown, never zero
+        store.maintain(T0 + 100)
+        bucket = store.node()[1]  # T0+10..19
+        assert bucket.resolution == 10
+        assert (bucket.pressure_some, bucket.pressure_full) == (45.0, 26.5)
+        assert bucket.swap_free == 8 * GIB - 19 * 10 * MIB  # the most swap used
+        assert [c.pressure_some for c in store.cgroups() if c.resolution == 10][:3] == [9.0, 9.0, 9.0]
+
+
+def test_a_schema_1_file_is_read_and_upgraded_in_place(store_path: Path):
+    with opened(store_path) as store:
+        store.record(tick(T0, [proc(1)], [cgroup()], node()))
+    conn = sqlite3.connect(store_path)  # make it the file the first release wrote
+    for table, columns in (("cgroup", ("pressure_some", "pressure_full")),
+                           ("node", ("mem_total", "swap_total", "pressure_some", "pressure_full"))):  # fmt: skip
+        for column in columns:
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+
+    reader = open_readonly(store_path)  # a reader cannot upgrade: the new columns read as unknown
+    try:
+        assert reader.get_meta("schema_version") == "1"
+        assert [(n.mem_available, n.mem_total, n.pressure_full) for n in reader.node()] == [(100 * GIB, None, None)]
+        assert [(c.usage, c.pressure_some) for c in reader.cgroups()] == [(8 * GIB, None)]
+    finally:
+        reader.close()
+
+    notices = Notices()
+    with opened(store_path, notices=notices) as store:  # the writer upgrades it, keeping every row
+        assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+        store.record(tick(T0 + 1, [proc(1)], [dataclasses.replace(cgroup(), pressure=_psi(3.0, 2.0))],
+                          dataclasses.replace(node(), pressure=_psi(7.0, 4.0))))  # fmt: skip
+        assert [(n.time, n.mem_total, n.pressure_some) for n in store.node()] == [(T0, None, None),
+                                                                                (T0 + 1, 512 * GIB, 7.0)]  # fmt: skip
+        assert [c.pressure_full for c in store.cgroups()] == [None, 2.0]
+        assert len(store.processes()) == 2
+    assert history_notices(notices) == []
+    assert not list(store_path.parent.glob("*.corrupt-*"))
+
+
+def test_a_newer_schema_is_moved_aside_not_written_into(store_path: Path):
+    with opened(store_path) as store:
+        store.record(tick(T0, [proc(1)]))
+    conn = sqlite3.connect(store_path)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    conn.commit()
+    conn.close()
+    notices = Notices()
+    with opened(store_path, notices=notices) as store:
+        assert store.processes() == []
+    assert any(f"schema version {SCHEMA_VERSION + 1}" in n for n in history_notices(notices)), notices.all
+    assert len(list(store_path.parent.glob("history.db.corrupt-*"))) == 1
 
 
 def test_record_maintains_by_itself_at_most_once_a_minute(store_path: Path):
