@@ -70,8 +70,9 @@ def _host_paths(proc_root: Path, sys_root: Path) -> HostPaths:
 )
 @click.option(
     "--kernel-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help="Follow this file for the kernel's OOM reports instead of /dev/kmsg (where kmsg cannot be read): "
-    "/var/log/kern.log, a syslog file, or `journalctl -k -f` output.",
+    help="Where to read the kernel's OOM reports when /dev/kmsg cannot be read: a file (/var/log/kern.log, a "
+    "syslog file, `journalctl -k -f` output), or `journal` to run `journalctl -k -f` itself. Without it: "
+    "/dev/kmsg, else the journal when it holds kernel messages, else the OOM-kill counters (unconfirmed).",
 )  # fmt: skip
 @click.option(
     "--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,

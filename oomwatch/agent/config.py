@@ -8,7 +8,7 @@ Example (``deploy/systemd/agent.yaml``)::
     top_n: 20
     # web_config: /etc/oomwatch/web.yaml
     # state_dir: /var/lib/oomwatch
-    # kernel_log: /var/log/kern.log   # only where /dev/kmsg cannot be read
+    # kernel_log: /var/log/kern.log   # only where /dev/kmsg cannot be read; "journal": journalctl -k -f
 """
 
 from __future__ import annotations

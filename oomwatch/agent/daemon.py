@@ -21,13 +21,14 @@ from oomwatch import __version__
 from oomwatch.agent.config import AgentConfig, load_config
 from oomwatch.agent.exporter import AgentCollector, registry_for
 from oomwatch.agent.forecast import NODE, Trends, Warner
-from oomwatch.agent.strain import StrainWarner
 from oomwatch.agent.history import HistoryStore
 from oomwatch.agent.http import MetricsServer, WebConfig, load_web_config
 from oomwatch.agent.incidents import CounterKills, Incidents
+from oomwatch.agent.journalwatch import JOURNAL, JournalWatcher, journal_readable
 from oomwatch.agent.kmsgwatch import KmsgWatcher
 from oomwatch.agent.logwatch import LogFileWatcher
 from oomwatch.agent.sampler import Sampler
+from oomwatch.agent.strain import StrainWarner
 from oomwatch.engine.sizes import human
 from oomwatch.errors import ConfigError
 from oomwatch.paths import HostPaths
@@ -67,7 +68,7 @@ class Agent:
         self.strain = StrainWarner()
         self.history: HistoryStore | None = None
         self.incidents: Incidents | None = None
-        self.watcher: KmsgWatcher | LogFileWatcher | None = None
+        self.watcher: KmsgWatcher | LogFileWatcher | JournalWatcher | None = None
         self.counter_kills: CounterKills | None = None  # incidents from the counters, without a kernel log
 
     def _open_state(self) -> None:
@@ -85,28 +86,45 @@ class Agent:
             return
         self.collector.incidents = self.incidents
         incidents = self.incidents
-        if self.config.kernel_log is not None:
+        if self.config.kernel_log is not None and str(self.config.kernel_log) == JOURNAL:
+            why = journal_readable()
+            if why is not None:
+                notices.say("kernel-log", f"cannot follow the journal: {why}: incidents from the OOM-kill counters "
+                            "only (unconfirmed)")  # fmt: skip
+                self._counters_only(incidents)
+                return
+            self.watcher = JournalWatcher(state, incidents.on_kill)
+        elif self.config.kernel_log is not None:
             try:
                 self.watcher = LogFileWatcher(self.config.kernel_log, state, incidents.on_kill)
             except OSError as exc:
                 notices.say("kernel-log", f"cannot read the kernel log {self.config.kernel_log} "
                             f"({exc.strerror or exc}): incidents from the OOM-kill counters only "
                             "(unconfirmed)")  # fmt: skip
-                self.counter_kills = CounterKills(incidents)
-                threading.Thread(target=incidents.warm, name="oomwatch-warm", daemon=True).start()
+                self._counters_only(incidents)
                 return
         else:
             try:
                 self.watcher = KmsgWatcher(self.paths.kmsg, state, incidents.on_kill_records, self.paths.proc)
             except OSError as exc:
-                notices.say("kmsg", f"cannot read {self.paths.kmsg} ({exc.strerror or exc}): no incidents from the "
-                            "kernel's OOM reports, only from the OOM-kill counters (unconfirmed); give it root, or "
-                            "CAP_SYSLOG where kernel.dmesg_restrict=1, or --kernel-log /var/log/kern.log")  # fmt: skip
-                self.counter_kills = CounterKills(incidents)
-                threading.Thread(target=incidents.warm, name="oomwatch-warm", daemon=True).start()
-                return
+                why = journal_readable()
+                if why is None:
+                    notices.say("kmsg", f"cannot read {self.paths.kmsg} ({exc.strerror or exc}): following the "
+                                "kernel's messages in the journal (journalctl -k -f) instead")  # fmt: skip
+                    self.watcher = JournalWatcher(state, incidents.on_kill)
+                else:
+                    notices.say("kmsg", f"cannot read {self.paths.kmsg} ({exc.strerror or exc}) nor the journal "
+                                f"({why}): no incidents from the kernel's OOM reports, only from the OOM-kill "
+                                "counters (unconfirmed); give it root, or CAP_SYSLOG where kernel.dmesg_restrict=1, "
+                                "or --kernel-log /var/log/kern.log")  # fmt: skip
+                    self._counters_only(incidents)
+                    return
         self.watcher.start()
         threading.Thread(target=self.incidents.warm, name="oomwatch-warm", daemon=True).start()
+
+    def _counters_only(self, incidents: Incidents) -> None:
+        self.counter_kills = CounterKills(incidents)
+        threading.Thread(target=incidents.warm, name="oomwatch-warm", daemon=True).start()
 
     def request_stop(self, *_: object) -> None:
         self.stop_requested.set()

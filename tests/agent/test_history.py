@@ -6,8 +6,8 @@ moved aside, a full disk (a real 256 KiB tmpfs), a reader while another process 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import csv
+import dataclasses
 import errno
 import io
 import json

@@ -1,0 +1,226 @@
+"""Follow the kernel's messages in the systemd journal for OOM kills, when ``/dev/kmsg`` cannot be read
+(a container without CAP_SYSLOG where ``kernel.dmesg_restrict=1``, but with the journal mounted).
+
+Runs ``journalctl -k -f -o json`` as a child process and reads its output: each entry's ``MESSAGE``
+becomes a dmesg-style line stamped with the kernel's own time (``_SOURCE_MONOTONIC_TIMESTAMP``), and
+the lines go to the same report splitter as kmsg records (``oomwatch.kmsg.kill_spans``) and to the
+same engine. The journal cursor of the last handled entry is kept in
+``STATE_DIR/journal-position.json``: after a restart ``--after-cursor`` resumes there (no kill
+missed, none twice); on the first start only new entries are read. If journalctl ends (journald
+restarted, a vacuum), it is started again from the cursor after a pause.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import shutil
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from oomwatch.agent.atomic import write_atomic
+from oomwatch.kmsg import kill_spans
+
+log = logging.getLogger("oomwatch.agent")
+
+SETTLE = 0.15  # seconds of quiet after a kill line before the report is handed on
+KEEP = 4000  # entries kept to find a report's header
+POSITION_FILE = "journal-position.json"
+RESTART_AFTER = 2.0  # seconds before journalctl is started again when it ended
+JOURNAL = "journal"  # the --kernel-log value that selects this watcher
+
+
+@dataclass(frozen=True)
+class JournalLine:
+    text: str  # "[   12.345678] message", the kernel's time when the journal has it
+    cursor: str
+    kernel_time: float | None  # seconds on the kernel's monotonic clock
+
+
+def parse_entry(raw: bytes) -> JournalLine | None:
+    """One line of ``journalctl -o json``; None for what is not a usable entry."""
+    try:
+        entry = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(entry, dict):
+        return None
+    message, cursor = entry.get("MESSAGE"), entry.get("__CURSOR")
+    if isinstance(message, list):  # not valid UTF-8: journalctl gives the bytes as numbers
+        try:
+            message = bytes(message).decode("utf-8", "replace")
+        except (TypeError, ValueError):
+            return None
+    if not isinstance(message, str) or not isinstance(cursor, str):
+        return None
+    usec = entry.get("_SOURCE_MONOTONIC_TIMESTAMP") or entry.get("__MONOTONIC_TIMESTAMP")
+    try:
+        t = int(usec) / 1e6 if usec is not None else None
+    except (TypeError, ValueError):
+        t = None
+    # one entry can hold several lines (rare for the kernel): keep them as the lines they were
+    text = "\n".join(f"[{t:12.6f}] {part}" if t is not None else part for part in message.splitlines() or [""])
+    return JournalLine(text, cursor, t)
+
+
+def journal_command(cursor: str | None, journalctl: str = "journalctl") -> list[str]:
+    where = ["--after-cursor", cursor, "--lines", "all"] if cursor else ["--lines", "0"]
+    return [journalctl, "--dmesg", "--follow", "--output", "json", "--no-pager", "--quiet", *where]
+
+
+def journal_readable(journalctl: str | None = None) -> str | None:
+    """None when ``journalctl -k`` can be run and reads a journal; else why not, in words."""
+    exe = journalctl or shutil.which("journalctl")
+    if exe is None:
+        return "journalctl is not installed"
+    try:
+        done = subprocess.run([exe, "--dmesg", "--lines", "1", "--no-pager", "--quiet", "--output", "cat"],
+                              capture_output=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"journalctl could not run: {exc}"
+    if done.returncode != 0:
+        return f"journalctl -k failed: {done.stderr.decode(errors='replace').strip()[:200]}"
+    if not done.stdout.strip():
+        return "the journal holds no kernel messages (journald not running, or not reading the kernel's)"
+    return None
+
+
+class JournalWatcher:
+    def __init__(
+        self,
+        state_dir: Path,
+        on_kill: Callable[..., object],
+        journalctl: str | None = None,
+    ) -> None:
+        exe = journalctl or shutil.which("journalctl")
+        if exe is None:
+            raise FileNotFoundError("journalctl is not installed")
+        self.journalctl = exe
+        self.on_kill = on_kill
+        self.position_path = state_dir / POSITION_FILE
+        self.cursor = self._load_cursor()
+        self.stop_event = threading.Event()
+        self.lines: deque[JournalLine] = deque(maxlen=KEEP)
+        self.kills_handled = 0
+        self.restarts = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name="oomwatch-journal", daemon=True)
+
+    def _load_cursor(self) -> str | None:
+        try:
+            cursor = json.loads(self.position_path.read_text()).get("cursor")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return cursor if isinstance(cursor, str) and cursor else None
+
+    def _save(self, cursor: str) -> None:
+        self.cursor = cursor
+        with contextlib.suppress(OSError):
+            write_atomic(self.position_path, json.dumps({"cursor": cursor}))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        with self._lock:
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()  # our own child, by its pid
+        self.thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self._follow()
+            except Exception:  # a bug must not end the watching for good
+                log.exception("following the journal failed; starting again")
+            if not self.stop_event.is_set():
+                self.restarts += 1
+                self.stop_event.wait(RESTART_AFTER)
+
+    def _follow(self) -> None:
+        command = journal_command(self.cursor, self.journalctl)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        with self._lock:
+            self._proc = proc
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        partial = b""
+        pending_since: float | None = None
+        read_cursor: str | None = None  # the newest entry read
+        try:
+            while not self.stop_event.is_set():
+                ready, _, _ = select.select([fd], [], [], 0.05 if pending_since is not None else 0.2)
+                new: list[JournalLine] = []
+                ended = False
+                chunk = b""
+                if ready:
+                    with contextlib.suppress(BlockingIOError):
+                        chunk = os.read(fd, 1 << 20)
+                        ended = not chunk  # readable and empty: journalctl closed its output
+                if chunk:
+                    data = partial + chunk
+                    complete, sep, partial = data.rpartition(b"\n")
+                    for raw in complete.split(b"\n") if sep else []:
+                        entry = parse_entry(raw)
+                        if entry is not None:
+                            new.append(entry)
+                if new:
+                    self.lines.extend(new)
+                    read_cursor = new[-1].cursor
+                    if pending_since is not None or any("Killed process" in e.text for e in new):
+                        pending_since = time.monotonic()
+                if pending_since is not None and (ended or time.monotonic() - pending_since >= SETTLE):
+                    self._handle()
+                    pending_since = None
+                elif not new and pending_since is None and read_cursor and read_cursor != self.cursor:
+                    self._save(read_cursor)  # quiet, nothing pending: remember how far we are
+                if ended:
+                    err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
+                    log.warning("journalctl ended (exit %s)%s; starting it again", proc.wait(),
+                                f": {err[:300]}" if err else "")  # fmt: skip
+                    return
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+    def _handle(self) -> None:
+        entries = list(self.lines)
+        texts: list[str] = []
+        owner: list[int] = []  # for each line, the index of its entry
+        for i, e in enumerate(entries):
+            for line in e.text.split("\n"):
+                texts.append(line)
+                owner.append(i)
+        spans = kill_spans(texts)
+        for pid, a, b in spans:
+            kill_line = next(i for i in range(a, b + 1) if "Killed process" in texts[i])
+            try:
+                self.on_kill(pid, texts[a : b + 1], kernel_time=entries[owner[kill_line]].kernel_time)
+            except Exception:  # an incident that cannot be written must not stop the watcher
+                log.exception("writing the incident for pid %d failed", pid)
+            self.kills_handled += 1
+            self._save(entries[owner[b]].cursor)
+        if spans:
+            rest = entries[owner[spans[-1][2]] + 1 :]
+            self.lines.clear()
+            self.lines.extend(rest)
