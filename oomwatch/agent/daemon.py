@@ -27,7 +27,9 @@ from oomwatch.agent.incidents import CounterKills, Incidents
 from oomwatch.agent.journalwatch import JOURNAL, JournalWatcher, journal_readable
 from oomwatch.agent.kmsgwatch import KmsgWatcher
 from oomwatch.agent.logwatch import LogFileWatcher
+from oomwatch.agent.procevents import ExitWatcher
 from oomwatch.agent.sampler import Sampler
+from oomwatch.agent.sigkills import Sigkills
 from oomwatch.agent.strain import StrainWarner
 from oomwatch.engine.sizes import human
 from oomwatch.errors import ConfigError
@@ -69,6 +71,7 @@ class Agent:
         self.history: HistoryStore | None = None
         self.incidents: Incidents | None = None
         self.watcher: KmsgWatcher | LogFileWatcher | JournalWatcher | None = None
+        self.exits: ExitWatcher | None = None
         self.counter_kills: CounterKills | None = None  # incidents from the counters, without a kernel log
 
     def _open_state(self) -> None:
@@ -122,6 +125,19 @@ class Agent:
         self.watcher.start()
         threading.Thread(target=self.incidents.warm, name="oomwatch-warm", daemon=True).start()
 
+    def _watch_exits(self) -> None:
+        """SIGKILL deaths of training processes that no OOM report explains (see agent.sigkills)."""
+        if self.incidents is None:
+            return
+        sigkills = Sigkills(self.incidents, kernel_log=self.watcher is not None, proc=self.paths.proc)
+        watcher = ExitWatcher(sigkills.on_exit)
+        if watcher.start():
+            self.exits = watcher
+        else:
+            self.sampler.notices.say("exits", f"no process exit events ({watcher.unavailable}): a training process "
+                                     "killed by SIGKILL outside the kernel's OOM killer (systemd-oomd, earlyoom, "
+                                     "the kubelet, kill -9) makes no incident")  # fmt: skip
+
     def _counters_only(self, incidents: Incidents) -> None:
         self.counter_kills = CounterKills(incidents)
         threading.Thread(target=incidents.warm, name="oomwatch-warm", daemon=True).start()
@@ -143,6 +159,7 @@ class Agent:
         fds = raise_fd_limit()
         self.server.start()  # ConfigError when the address cannot be bound: the caller exits 2
         self._open_state()
+        self._watch_exits()
         log.info(
             "oomwatch agent %s: metrics on %s, every %gs, smaps budget %g%% of a CPU, descriptor limit %d",
             __version__,
@@ -157,6 +174,8 @@ class Agent:
             self.server.stop()
             if self.watcher is not None:
                 self.watcher.stop()
+            if self.exits is not None:
+                self.exits.stop()
             if self.history is not None:
                 self.history.close()
             self.sampler.close()

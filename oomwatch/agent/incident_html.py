@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from oomwatch.agent.atomic import write_atomic
+from oomwatch.agent.incidents import is_oom_kill
 from oomwatch.engine.sizes import human
 
 # role -> (colour, legend label); unknown and other share a colour (a process the rules could not place)
@@ -519,9 +520,10 @@ def _header(doc: dict[str, Any]) -> str:
     cgroups = [str(v.get("cgroup")) for v in _rows(diag.get("victims")) if v.get("cgroup")]
     if cgroups:
         facts.append(("cgroup", cgroups[0]))
+    title = "OOM kill" if is_oom_kill(doc) else "SIGKILL"
     out = [
         f'<p class="kicker">oomwatch incident <code>{_text(doc.get("id"))}</code></p>',
-        f"<h1>OOM kill: pid {_text(victim.get('pid'))} <code>{_text(victim.get('comm'))}</code>"
+        f"<h1>{title}: pid {_text(victim.get('pid'))} <code>{_text(victim.get('comm'))}</code>"
         f' <span class="role">{_text(role)}</span></h1>',
         '<dl class="facts">'
         + "".join(f"<div><dt>{_text(k)}</dt><dd>{_text(v)}</dd></div>" for k, v in facts)

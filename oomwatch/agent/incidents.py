@@ -47,6 +47,8 @@ class Incidents:
         self.seen: dict[int, tuple[float, ProcessSample]] = {}  # pid -> (last seen, last sample)
         self.counts: dict[tuple[str, str, str, str, str], int] = {}  # (job, role, rank, comm, verdict)
         self.last_time: float | None = None
+        self.last_tick: Tick | None = None
+        self._reported: dict[int, float] = {}  # pid -> when an incident for it was started (recent ones)
         self._engine: tuple[Any, Any, Any, Any] | None = None
         self._engine_lock = threading.Lock()  # loading it takes ~0.7 s: never under the samples' lock
 
@@ -60,6 +62,24 @@ class Incidents:
             stale = [pid for pid, (t, _) in self.seen.items() if tick.time - t > self.window]
             for pid in stale:
                 del self.seen[pid]
+            for pid in [pid for pid, t in self._reported.items() if tick.time - t > self.window]:
+                del self._reported[pid]
+            self.last_tick = tick
+
+    def last_sample(self, pid: int) -> ProcessSample | None:
+        """The latest sample of a job process seen in the last ``window`` seconds (also a gone one)."""
+        with self.lock:
+            seen = self.seen.get(pid)
+        return seen[1] if seen is not None else None
+
+    def reported(self, pid: int) -> bool:
+        """Whether an incident for ``pid`` was started recently (from the kernel's report or the counters)."""
+        with self.lock:
+            return pid in self._reported
+
+    def _report(self, pid: int) -> None:
+        with self.lock:
+            self._reported[pid] = time.time()
 
     def _load_engine(self) -> tuple[Any, Any, Any, Any]:
         if self._engine is None:
@@ -90,6 +110,7 @@ class Incidents:
     def on_kill(self, pid: int, lines: list[str], seq: int | None = None, kernel_time: float | None = None) -> Path:
         """Write the incident for one kill from its report's lines; returns the JSON file's path.
         ``kernel_time``: the kill line's time on the kernel's monotonic clock, when known."""
+        self._report(pid)
         now = time.time()
         with self._engine_lock:
             rules, scanner, diagnose, renderers = self._load_engine()
@@ -162,7 +183,8 @@ class Incidents:
             f"{victim.role}" + (f" rank {victim.rank}" if victim and victim.rank is not None else "") if victim else ""
         )
         log.warning(
-            "OOM kill: pid %d (%s%s%s) [%s]: %s -> %s",
+            "%s: pid %d (%s%s%s) [%s]: %s -> %s",
+            "OOM kill" if verdict in OOM_VERDICTS else "killed",
             pid,
             comm,
             f", {role}" if role else "",
@@ -175,6 +197,51 @@ class Incidents:
 
     def on_counted_kill(self, victim: ProcessSample, verdict: str, cgroup: str | None, count: int) -> Path:
         """An unconfirmed incident from the OOM-kill counters (see :class:`CounterKills`)."""
+        self._report(victim.pid)
+        where = f"cgroup {cgroup}" if cgroup else "the node"
+        summary = (
+            f"The kernel's OOM-kill count of {where} rose by {count}, and pid {victim.pid} ({victim.comm}, "
+            f"{victim.role}) of job {victim.job} vanished in the same sample: most likely the victim. No kernel "
+            "report could be read (give the agent /dev/kmsg or --kernel-log) so this is not confirmed."
+        )
+        steps = (
+            f"Read the kernel's report for this pid: `dmesg -T | grep -B40 'Killed process {victim.pid} '` "
+            "(or journalctl -k).",
+        )
+        notes = ("from the agent's OOM-kill counters and samples, without the kernel's report",)
+        return self._agent_incident(victim, verdict, False, summary, cgroup, steps, notes)
+
+    def on_sigkill(
+        self,
+        victims: list[ProcessSample],
+        verdict: str,
+        summary: str,
+        notes: tuple[str, ...],
+        kernel_time: float | None,
+    ) -> Path:
+        """An incident for training processes killed by SIGKILL with no OOM report for them (see
+        :mod:`oomwatch.agent.sigkills`): the first of ``victims`` is the one named; the verdict's
+        next steps come from its rule in rules/verdicts.yaml."""
+        with self._engine_lock:
+            rules = self._load_engine()[0]
+        rule = next((r for r in rules.verdicts if r.verdict == verdict), None)
+        steps = tuple(rule.next_steps) if rule is not None else ()
+        return self._agent_incident(victims[0], verdict, True, summary, victims[0].cgroup, steps, notes,
+                                    kernel_time=kernel_time)  # fmt: skip
+
+    def _agent_incident(
+        self,
+        victim: ProcessSample,
+        verdict: str,
+        confirmed: bool,
+        summary: str,
+        cgroup: str | None,
+        next_steps: tuple[str, ...],
+        notes: tuple[str, ...],
+        kernel_time: float | None = None,
+    ) -> Path:
+        """An incident whose diagnosis the agent makes itself (no kernel report to scan): the victim
+        as sampled, the causes the history's facts support."""
         from oomwatch.engine.causes import rank_causes
         from oomwatch.engine.diagnosis import Diagnosis
         from oomwatch.engine.model import Victim
@@ -184,45 +251,25 @@ class Incidents:
             rules, _, _, renderers = self._load_engine()
         history, rows = self._history(victim.job, victim.pid, now)
         live = analyze(rows.processes, victim.pid, node=rows.node, cgroups=rows.cgroups)
-        where = f"cgroup {cgroup}" if cgroup else "the node"
-        summary = (
-            f"The kernel's OOM-kill count of {where} rose by {count}, and pid {victim.pid} ({victim.comm}, "
-            f"{victim.role}) of job {victim.job} vanished in the same sample: most likely the victim. No kernel "
-            "report could be read (give the agent /dev/kmsg or --kernel-log) so this is not confirmed."
-        )
         facts: dict[str, Any] = {"victim.role": victim.role, **live.facts}
         causes = rank_causes(rules.causes, verdict, facts, [], [], [], live)
+        named = Victim(victim.pid, victim.comm, victim.role, victim.rank, victim.anon, victim.file, victim.shmem,
+                       cgroup, (), "agent")  # fmt: skip
         diagnosis = Diagnosis(
             verdict=verdict,
-            confirmed=False,
+            confirmed=confirmed,
             summary=summary,
-            victims=(
-                Victim(
-                    victim.pid,
-                    victim.comm,
-                    victim.role,
-                    victim.rank,
-                    victim.anon,
-                    victim.file,
-                    victim.shmem,
-                    cgroup,
-                    (),
-                    "agent",
-                ),  # fmt: skip
-            ),
+            victims=(named,),
             causes=tuple(causes),
             events=(),
             inputs=(),
-            next_steps=(
-                "Read the kernel's report for this pid: `dmesg -T | grep -B40 'Killed process "
-                f"{victim.pid} '` (or journalctl -k).",
-            ),  # fmt: skip
-            notes=("from the agent's OOM-kill counters and samples, without the kernel's report",),
+            next_steps=next_steps,
+            notes=notes,
             rule=None,
             evidence=(),
             facts=facts,
         )
-        return self._write(now, victim.pid, victim, victim.job, diagnosis, renderers, history, [], None, None)
+        return self._write(now, victim.pid, victim, victim.job, diagnosis, renderers, history, [], None, kernel_time)
 
     def _history(self, job: str | None, pid: int, now: float) -> tuple[dict[str, Any], _Rows]:
         """(the history put into the incident, the rows for the analyzers)."""
@@ -260,15 +307,25 @@ class _Rows:
     cgroups: list[Any] = field(default_factory=list)
 
 
+OOM_VERDICTS = frozenset({"host_oom", "cgroup_oom"})
+
+
+def is_oom_kill(doc: dict[str, Any]) -> bool:
+    """Whether an incident is the kernel's OOM kill (else a SIGKILL from elsewhere, see agent.sigkills)."""
+    return (doc.get("diagnosis") or {}).get("verdict") in OOM_VERDICTS
+
+
 def render_incident_text(doc: dict[str, Any], diagnosis_text: str) -> str:
     v = doc["victim"]
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["time"]))
     who = f"pid {v['pid']} ({v['comm']}" + (f", {v['role']}" if v.get("role") else "")
     who += (f" rank {v['rank']}" if v.get("rank") is not None else "") + ")"
-    out = [
-        f"oomwatch incident {doc['id']}",
-        f"{when}: the kernel killed {who}" + (f" of job {v['job']}" if v["job"] else ""),
-    ]
+    of_job = f" of job {v['job']}" if v["job"] else ""
+    if is_oom_kill(doc):
+        said = f"{when}: the kernel killed {who}{of_job}"
+    else:
+        said = f"{when}: {who}{of_job} was killed by SIGKILL, not by the kernel's OOM killer"
+    out = [f"oomwatch incident {doc['id']}", said]
     out += ["", diagnosis_text.rstrip("\n"), ""]
     out.append(_history_table(doc["history"]))
     return "\n".join(out).rstrip("\n") + "\n"

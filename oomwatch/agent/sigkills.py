@@ -1,0 +1,177 @@
+"""Incidents for training processes killed by SIGKILL that the kernel's OOM killer did not kill: a
+userspace OOM killer (systemd-oomd, earlyoom, the kubelet's eviction, Ray's memory monitor), a
+scheduler, a watchdog, a container runtime, or someone's ``kill -9``.
+
+The process events connector (:mod:`oomwatch.agent.procevents`) says which process died of which
+signal. A SIGKILL death of a process the agent saw in a training job waits ``grace`` seconds for
+the kernel's report (an OOM kill is a SIGKILL too, and its report comes through the kernel log
+watcher a little later); if none came for that pid, one incident is written for the job — one
+for all its processes killed together (a container kill ends them all at once): the largest of
+them is named, as an OOM killer would have chosen it. When the node's OOM-kill count rose
+meanwhile, the kernel log gets longer to tell (``slow_grace``); with no kernel log at all those
+kills are left to the counters (:class:`~oomwatch.agent.incidents.CounterKills`).
+
+The verdict: ``userspace_oom_kill`` when memory was short at the time (:func:`memory_short`), else
+``sigkill_unexplained``; unconfirmed as to who sent the signal, confirmed that it was SIGKILL.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from oomwatch.agent.incidents import Incidents
+from oomwatch.agent.model import ProcessSample, Tick
+from oomwatch.agent.procevents import ProcExit
+from oomwatch.engine.sizes import human
+
+log = logging.getLogger("oomwatch.agent")
+
+GRACE = 0.6  # seconds to wait for the kernel's OOM report before calling a SIGKILL something else
+SLOW_GRACE = 3.0  # the same when the node's OOM-kill count rose meanwhile
+SHORT_AVAILABLE = 0.10  # MemAvailable under this share of MemTotal
+SHORT_CGROUP = 0.90  # a cgroup's unreclaimable memory at this share of its effective limit
+SHORT_PRESSURE = 10.0  # PSI memory "full" avg10, percent
+SHORT_SWAP = 0.90  # swap used
+
+
+def memory_short(tick: Tick | None, job: str | None) -> str | None:
+    """What said memory was short in ``tick`` (the node, or a cgroup of ``job``), in words; None if not."""
+    if tick is None:
+        return None
+    said: list[str] = []
+    n = tick.node
+    if n is not None:
+        if n.mem_total and n.mem_available is not None and n.mem_available < SHORT_AVAILABLE * n.mem_total:
+            said.append(f"the node had {human(n.mem_available)} of {human(n.mem_total)} available")
+        if n.swap_total and n.swap_free is not None and n.swap_total - n.swap_free >= SHORT_SWAP * n.swap_total:
+            said.append(f"swap was {(n.swap_total - n.swap_free) / n.swap_total:.0%} used")
+        full = n.pressure.full.avg10 if n.pressure is not None and n.pressure.full is not None else None
+        if full is not None and full >= SHORT_PRESSURE:
+            said.append(f"tasks on the node stalled on memory {full:.0f}% of the last 10 s")
+    for c in tick.cgroups:
+        if job is None or job not in c.jobs or not c.effective_limit or c.anon is None:
+            continue
+        used = c.anon + (c.shmem or 0)
+        if used >= SHORT_CGROUP * c.effective_limit:
+            said.append(f"cgroup {c.path} held {human(used)} of its {human(c.effective_limit)} limit")
+    return "; ".join(said) or None
+
+
+def _node_oom_kills(proc: Path) -> int | None:
+    try:
+        for line in (proc / "vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class Sigkills:
+    def __init__(
+        self,
+        incidents: Incidents,
+        *,
+        kernel_log: bool,
+        grace: float = GRACE,
+        slow_grace: float = SLOW_GRACE,
+        proc: Path = Path("/proc"),
+        node_oom_kills: Callable[[], int | None] | None = None,
+    ) -> None:
+        self.incidents = incidents
+        self.kernel_log = kernel_log  # a kernel log watcher runs: an OOM kill's report will come through it
+        self.grace = grace
+        self.slow_grace = slow_grace
+        self._oom_kills = node_oom_kills or (lambda: _node_oom_kills(proc))
+        self._lock = threading.Lock()
+        self._pending: dict[str, list[tuple[ProcExit, ProcessSample]]] = {}  # job -> its SIGKILLed processes
+        self._oom_kills_before: dict[str, int | None] = {}
+        self._tick_before: dict[str, Tick | None] = {}  # the last sample before the first kill of the group
+
+    def on_exit(self, ev: ProcExit) -> None:
+        """Called for every process exit on the node (the connector's thread): cheap unless SIGKILL."""
+        if ev.killed_by != signal.SIGKILL:
+            return
+        victim = self.incidents.last_sample(ev.pid)
+        if victim is None or not victim.in_job or victim.job is None:
+            return
+        job = victim.job
+        with self._lock:
+            group = self._pending.get(job)
+            if group is None:
+                group = self._pending[job] = []
+                tick = self.incidents.last_tick
+                node = tick.node if tick is not None else None
+                # the count before this kill: the last sample's (reading it now could already include it)
+                self._oom_kills_before[job] = node.oom_kills if node is not None else None
+                self._tick_before[job] = tick  # memory as it was, not after the kill freed some
+                timer = threading.Timer(self.grace, self._decide, (job, time.monotonic()))
+                timer.daemon = True
+                timer.start()
+            group.append((ev, victim))
+
+    def _decide(self, job: str, started: float) -> None:
+        try:
+            before = self._oom_kills_before.get(job)
+            now = self._oom_kills()
+            oom_meanwhile = before is not None and now is not None and now > before
+            if oom_meanwhile:
+                waited = time.monotonic() - started
+                if not self.kernel_log:
+                    self._drop(job)  # the counters tell OOM kills apart; never two incidents for one kill
+                    return
+                if waited < self.slow_grace:
+                    time.sleep(self.slow_grace - waited)  # this timer's own thread
+            with self._lock:
+                group = self._pending.pop(job, [])
+                self._oom_kills_before.pop(job, None)
+                tick = self._tick_before.pop(job, None)
+            left = [(ev, v) for ev, v in group if not self.incidents.reported(ev.pid)]
+            if left:
+                self._write(job, left, tick)
+        except Exception:  # never the connector's or the agent's end
+            log.exception("writing the SIGKILL incident for job %s failed", job)
+
+    def _drop(self, job: str) -> None:
+        with self._lock:
+            self._pending.pop(job, None)
+            self._oom_kills_before.pop(job, None)
+            self._tick_before.pop(job, None)
+
+    def _write(self, job: str, group: list[tuple[ProcExit, ProcessSample]], tick: Tick | None) -> None:
+        group.sort(key=lambda g: -(g[1].rss or 0))  # the largest first: the one a memory killer picks
+        ev, victim = group[0]
+        short = memory_short(tick, job)
+        verdict = "userspace_oom_kill" if short else "sigkill_unexplained"
+        rank = f" rank {victim.rank}" if victim.rank is not None else ""
+        others = ""
+        if len(group) > 1:
+            rest = ", ".join(f"{v.pid} ({v.comm}, {v.role})" for _, v in group[1:6])
+            more = f" and {len(group) - 6} more" if len(group) > 6 else ""
+            others = f" With it, {len(group) - 1} more of the job's processes died of SIGKILL: {rest}{more}."
+        size = f", {human(victim.rss)} resident" if victim.rss is not None else ""
+        base = (
+            f"pid {victim.pid} ({victim.comm}, {victim.role}{rank}{size}) of job {job} was killed by SIGKILL, and "
+            "the kernel's OOM killer did not kill it"
+        )
+        if short:
+            summary = (
+                f"{base}; memory was short then ({short}): most likely a userspace OOM killer (systemd-oomd, "
+                f"earlyoom, the kubelet's eviction) acted before the kernel had to.{others}"
+            )
+        else:
+            summary = (
+                f"{base}, and memory was not short: the signal came from a process — a scheduler, a watchdog, "
+                f"the container runtime, or a kill -9.{others}"
+            )
+        source = "the kernel's log has no OOM report for it" if self.kernel_log else "no kernel log could be read"
+        notes = (
+            f"from the kernel's process exit event (wait status {ev.exit_code:#x}: killed by signal "
+            f"{ev.killed_by}); {source}",
+        )
+        self.incidents.on_sigkill([v for _, v in group], verdict, summary, notes, ev.timestamp_ns / 1e9)
