@@ -4,10 +4,11 @@ the lines that show them. Pure: history rows in (``ProcessRow``, or anything wit
 
 - **copy-on-write defeat**: DataLoader workers whose private memory (USS) grew a lot while their
   RSS stayed flat (``history.worker_private_growth_ratio``, ``history.worker_rss_growth_ratio``);
-- **per-rank duplication**: ranks of one job each holding a similar, large private set
-  (``history.ranks_similar``, ``history.ranks_uss_bytes``);
-- **unbounded growth**: the victim's anonymous memory grew steadily (least-squares slope and fit,
-  ``history.victim_growth_bytes``, ``history.victim_growth_r2``);
+- **per-rank duplication**: ranks of one job each holding a large private set of a like size (peak
+  USS at least half the largest rank's: ``history.ranks_similar``, ``history.ranks_uss_bytes``);
+- **unbounded growth**: the victim's private memory (USS, when smaps was read at least 3 times;
+  else its anonymous memory) grew steadily (least-squares fit: ``history.victim_growth_bytes``,
+  ``history.victim_growth_r2``, ``history.victim_growth_basis``);
 - **manager growth**: a multiprocessing manager (neither rank nor worker) grew
   (``history.manager_growth_bytes``);
 - **swap saturation and memory pressure**: the node's swap nearly full
@@ -33,7 +34,7 @@ from oomwatch.engine.sizes import human
 SOURCE = "agent history"
 MIB = 1 << 20
 MIN_SPAN = 0.4  # seconds between the first and last sample compared (the 2x thresholds in the rules guard the rest)
-SIMILAR = 0.25  # ranks within ±25% of the median USS are "similar"
+SIMILAR = 0.5  # ranks whose peak USS is at least half the largest rank's are "similar"
 LARGE_RANK_USS = 64 * MIB
 SWAP_WORTH_SAYING = 0.5  # swap used ratio from which the evidence line is given
 PRESSURE_WORTH_SAYING = 10.0  # PSI avg10 percent ("full", or "some") from which the evidence line is given
@@ -128,33 +129,40 @@ def analyze(
             for _, _, _, s, u0, u1, r0, r1 in grows[:3]
         )
 
-    # per-rank duplication: several ranks, each with a similar large private set
-    ranks = [(s, s.known(3)[-1][1]) for s in series.values() if s.role == "rank" and s.known(3)]
+    # per-rank duplication: several ranks, each with a large private set of a like size. Each
+    # rank's peak: ranks loading the same data at once are killed part-way, at different points.
+    ranks = [(s, max(s.known(3), key=lambda p: p[1])) for s in series.values() if s.role == "rank" and s.known(3)]
     if ranks:
-        median = statistics.median(u for _, u in ranks)
-        similar = [(s, u) for s, u in ranks if median and abs(u - median) <= SIMILAR * median]
+        largest = max(u for _, (_, u) in ranks)
+        similar = [(s, p) for s, p in ranks if p[1] >= SIMILAR * largest]
         facts["history.ranks"] = len(ranks)
-        facts["history.ranks_similar"] = len(similar) if median >= LARGE_RANK_USS else 0
-        facts["history.ranks_uss_bytes"] = int(median)
-        facts["history.ranks_uss_sum_bytes"] = sum(u for _, u in ranks)
-        if len(similar) >= 2 and median >= LARGE_RANK_USS:
+        facts["history.ranks_similar"] = len(similar) if largest >= LARGE_RANK_USS else 0
+        facts["history.ranks_uss_bytes"] = int(statistics.median(u for _, (_, u) in ranks))
+        facts["history.ranks_uss_sum_bytes"] = sum(u for _, (_, u) in ranks)
+        if len(similar) >= 2 and largest >= LARGE_RANK_USS:
+            similar.sort(key=lambda r: -r[1][1])
             evidence["ranks_uss"] = tuple(
-                ev(f"{_who(s)}: USS {human(u)} at {_clock(s.known(3)[-1][0])}") for s, u in similar[:4]
+                ev(f"{_who(s)}: USS {human(u)} at {_clock(t)} (its peak)") for s, (t, u) in similar[:4]
             )
 
     # unbounded growth of the victim
     victim = series.get(victim_pid) if victim_pid is not None else None
     if victim is not None:
-        anon = victim.known(2)
-        if len(anon) >= 3 and anon[-1][0] - anon[0][0] >= MIN_SPAN:
-            line_fit = fit([(t, float(v)) for t, v in anon])
-            facts["history.victim_growth_bytes"] = anon[-1][1] - anon[0][1]
-            facts["history.victim_growth_ratio"] = round(anon[-1][1] / max(anon[0][1], MIB), 2)
+        # its private memory (USS) when smaps was read often enough: a forked worker's anonymous
+        # memory starts with what it still shares with its parent, which hides how much it grew
+        uss, anon = victim.known(3), victim.known(2)
+        basis, points = ("USS", uss) if len(uss) >= 3 and uss[-1][0] - uss[0][0] >= MIN_SPAN else ("anonymous", anon)
+        if len(points) >= 3 and points[-1][0] - points[0][0] >= MIN_SPAN:
+            line_fit = fit([(t, float(v)) for t, v in points])
+            facts["history.victim_growth_basis"] = basis
+            facts["history.victim_growth_bytes"] = points[-1][1] - points[0][1]
+            facts["history.victim_growth_ratio"] = round(points[-1][1] / max(points[0][1], MIB), 2)
             facts["history.victim_growth_r2"] = round(line_fit[2], 2) if line_fit else None
+            what = "USS (private memory)" if basis == "USS" else "anonymous memory"
             evidence["victim_growth"] = (
                 ev(
-                    f"{_who(victim)}: anonymous memory {human(anon[0][1])} → {human(anon[-1][1])} in "
-                    f"{anon[-1][0] - anon[0][0]:.1f} s ({_clock(anon[0][0])}–{_clock(anon[-1][0])})"
+                    f"{_who(victim)}: {what} {human(points[0][1])} → {human(points[-1][1])} in "
+                    f"{points[-1][0] - points[0][0]:.1f} s ({_clock(points[0][0])}–{_clock(points[-1][0])})"
                 ),
             )
 

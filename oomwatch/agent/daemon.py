@@ -82,7 +82,7 @@ class Agent:
         try:
             state.mkdir(parents=True, exist_ok=True)
             self.history = HistoryStore(state / "history.db", notices=notices)
-            self.incidents = Incidents(state, self.history)
+            self.incidents = Incidents(state, self.history, proc=self.paths.proc)
         except OSError as exc:
             notices.say("state", f"cannot use the state directory {state} ({exc.strerror or exc}): no history and "
                         "no incident files (set --state-dir or state_dir to a writable directory)")  # fmt: skip

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from oomwatch.agent.analyze import analyze
 from oomwatch.agent.atomic import write_atomic
+from oomwatch.agent.joboutput import job_outputs
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgRecord
@@ -38,7 +39,14 @@ def incident_dir(state_dir: Path) -> Path:
 
 
 class Incidents:
-    def __init__(self, state_dir: Path, history: HistoryStore | None = None, window: float = WINDOW) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        history: HistoryStore | None = None,
+        window: float = WINDOW,
+        proc: Path = Path("/proc"),
+    ) -> None:
+        self.proc = proc
         self.dir = incident_dir(state_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.history = history
@@ -120,10 +128,20 @@ class Incidents:
             known = {p: (s.role, s.rank) for p, (_, s) in self.seen.items()}
             victim = self.seen.get(pid, (None, None))[1]
         job = victim.job if victim is not None else None
+        outputs = job_outputs(self._job_pids(job, pid), self.proc) if job is not None else []
+        scans = [scan] + [scanner.scan(f"job output {o.path}", [o.data]) for o in outputs]
         history, rows = self._history(job, pid, now)
         live = analyze(rows.processes, pid, node=rows.node, cgroups=rows.cgroups)
-        diagnosis = diagnose([scan], rules, known=known, live=live)
-        return self._write(now, pid, victim, job, diagnosis, renderers, history, lines, seq, kernel_time)
+        diagnosis = diagnose(scans, rules, known=known, live=live)
+        read = [{"path": o.path, "pid": o.pid, "size": o.size, "read_bytes": len(o.data)} for o in outputs]
+        return self._write(now, pid, victim, job, diagnosis, renderers, history, lines, seq, kernel_time, read)
+
+    def _job_pids(self, job: str, victim: int) -> list[int]:
+        """The job's other processes seen lately, launchers and ranks first (their output is the job's log)."""
+        order = {"launcher": 0, "rank": 1}
+        with self.lock:
+            members = [s for _, s in self.seen.values() if s.job == job and s.pid != victim]
+        return [s.pid for s in sorted(members, key=lambda s: (order.get(s.role, 2), s.rank or 0, s.pid))]
 
     def _write(
         self,
@@ -137,6 +155,7 @@ class Incidents:
         lines: list[str],
         seq: int | None,
         kernel_time: float | None,
+        job_output: list[dict[str, Any]] | None = None,
     ) -> Path:
         diag_json = json.loads(renderers["json"](diagnosis))
         verdict = diag_json.get("verdict", "")
@@ -165,6 +184,8 @@ class Incidents:
             "analysis": {k: v for k, v in sorted(diagnosis.facts.items()) if k.startswith("history.")},
             "history": history,
             "kernel_lines": lines,
+            # the job's stdout/stderr files read into the diagnosis (start and end; see agent.joboutput)
+            "job_output": job_output or [],
         }
         path = self.dir / f"{ident}.json"
         write_atomic(path, json.dumps(doc, indent=2) + "\n")

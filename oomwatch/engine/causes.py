@@ -55,13 +55,17 @@ def rank_causes(
         confidence = round(min(MAX_CONFIDENCE, sum(sig.weight for sig in held)), 2)
         if confidence <= 0:
             continue
-        evidence: list[Evidence] = []
+        per_signal: list[list[Evidence]] = []
         for sig in held:
             if sig.evidence:
                 if sig.evidence.startswith("history:"):
-                    evidence.extend(live.evidence.get(sig.evidence[8:], ()) if live else ())
+                    per_signal.append(list(live.evidence.get(sig.evidence[8:], ()) if live else ()))
                 else:
-                    evidence.extend(_evidence(sig.evidence, facts, events, victims, reports))
+                    per_signal.append(_evidence(sig.evidence, facts, events, victims, reports))
+        # each signal's first line, then each one's second...: every signal that held is shown
+        # before any one of them fills the evidence list
+        evidence = [lines[i] for i in range(max(map(len, per_signal), default=0)) for lines in per_signal
+                    if i < len(lines)]  # fmt: skip
         reasons = tuple(_FACT.sub(lambda m: fact_text(facts, m.group(1)), sig.says) for sig in held if sig.says)
         found.append((confidence, order, _cause(rule, confidence, _unique(evidence), reasons)))
     if not found:
