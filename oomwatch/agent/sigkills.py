@@ -5,10 +5,10 @@ scheduler, a watchdog, a container runtime, or someone's ``kill -9``.
 The process events connector (:mod:`oomwatch.agent.procevents`) says which process died of which
 signal. A SIGKILL death of a process the agent saw in a training job waits ``grace`` seconds for
 the kernel's report (an OOM kill is a SIGKILL too, and its report comes through the kernel log
-watcher a little later); if none came for that pid, one incident is written for the job — one
-for all its processes killed together (a container kill ends them all at once): the largest of
-them is named, as an OOM killer would have chosen it. When the node's OOM-kill count rose
-meanwhile, the kernel log gets longer to tell (``slow_grace``); with no kernel log at all those
+watcher a little later); if none came for that pid, one incident is written for the processes of
+its memory cgroup (else its job) killed together (a container kill ends them all at once): the
+largest of them is named, as an OOM killer would have chosen it. When the node's OOM-kill count
+rose meanwhile, the kernel log gets longer to tell (``slow_grace``); with no kernel log at all those
 kills are left to the counters (:class:`~oomwatch.agent.incidents.CounterKills`).
 
 The verdict: ``userspace_oom_kill`` when memory was short at the time (:func:`memory_short`), else
@@ -89,7 +89,9 @@ class Sigkills:
         self.slow_grace = slow_grace
         self._oom_kills = node_oom_kills or (lambda: _node_oom_kills(proc))
         self._lock = threading.Lock()
-        self._pending: dict[str, list[tuple[ProcExit, ProcessSample]]] = {}  # job -> its SIGKILLed processes
+        # group (the memory cgroup, else the job) -> its SIGKILLed processes: a container or Slurm kill
+        # ends a whole cgroup, whose workers may already be orphans that make jobs of their own
+        self._pending: dict[str, list[tuple[ProcExit, ProcessSample]]] = {}
         self._oom_kills_before: dict[str, int | None] = {}
         self._tick_before: dict[str, Tick | None] = {}  # the last sample before the first kill of the group
 
@@ -100,52 +102,53 @@ class Sigkills:
         victim = self.incidents.last_sample(ev.pid)
         if victim is None or not victim.in_job or victim.job is None:
             return
-        job = victim.job
+        key = victim.cgroup or victim.job
         with self._lock:
-            group = self._pending.get(job)
+            group = self._pending.get(key)
             if group is None:
-                group = self._pending[job] = []
+                group = self._pending[key] = []
                 tick = self.incidents.last_tick
                 node = tick.node if tick is not None else None
                 # the count before this kill: the last sample's (reading it now could already include it)
-                self._oom_kills_before[job] = node.oom_kills if node is not None else None
-                self._tick_before[job] = tick  # memory as it was, not after the kill freed some
-                timer = threading.Timer(self.grace, self._decide, (job, time.monotonic()))
+                self._oom_kills_before[key] = node.oom_kills if node is not None else None
+                self._tick_before[key] = tick  # memory as it was, not after the kill freed some
+                timer = threading.Timer(self.grace, self._decide, (key, time.monotonic()))
                 timer.daemon = True
                 timer.start()
             group.append((ev, victim))
 
-    def _decide(self, job: str, started: float) -> None:
+    def _decide(self, key: str, started: float) -> None:
         try:
-            before = self._oom_kills_before.get(job)
+            before = self._oom_kills_before.get(key)
             now = self._oom_kills()
             oom_meanwhile = before is not None and now is not None and now > before
             if oom_meanwhile:
                 waited = time.monotonic() - started
                 if not self.kernel_log:
-                    self._drop(job)  # the counters tell OOM kills apart; never two incidents for one kill
+                    self._drop(key)  # the counters tell OOM kills apart; never two incidents for one kill
                     return
                 if waited < self.slow_grace:
                     time.sleep(self.slow_grace - waited)  # this timer's own thread
             with self._lock:
-                group = self._pending.pop(job, [])
-                self._oom_kills_before.pop(job, None)
-                tick = self._tick_before.pop(job, None)
+                group = self._pending.pop(key, [])
+                self._oom_kills_before.pop(key, None)
+                tick = self._tick_before.pop(key, None)
             left = [(ev, v) for ev, v in group if not self.incidents.reported(ev.pid)]
             if left:
-                self._write(job, left, tick)
+                self._write(left, tick)
         except Exception:  # never the connector's or the agent's end
-            log.exception("writing the SIGKILL incident for job %s failed", job)
+            log.exception("writing the SIGKILL incident for %s failed", key)
 
-    def _drop(self, job: str) -> None:
+    def _drop(self, key: str) -> None:
         with self._lock:
-            self._pending.pop(job, None)
-            self._oom_kills_before.pop(job, None)
-            self._tick_before.pop(job, None)
+            self._pending.pop(key, None)
+            self._oom_kills_before.pop(key, None)
+            self._tick_before.pop(key, None)
 
-    def _write(self, job: str, group: list[tuple[ProcExit, ProcessSample]], tick: Tick | None) -> None:
+    def _write(self, group: list[tuple[ProcExit, ProcessSample]], tick: Tick | None) -> None:
         group.sort(key=lambda g: -(g[1].rss or 0))  # the largest first: the one a memory killer picks
         ev, victim = group[0]
+        job = victim.job
         short = memory_short(tick, job)
         verdict = "userspace_oom_kill" if short else "sigkill_unexplained"
         rank = f" rank {victim.rank}" if victim.rank is not None else ""
@@ -153,7 +156,8 @@ class Sigkills:
         if len(group) > 1:
             rest = ", ".join(f"{v.pid} ({v.comm}, {v.role})" for _, v in group[1:6])
             more = f" and {len(group) - 6} more" if len(group) > 6 else ""
-            others = f" With it, {len(group) - 1} more of the job's processes died of SIGKILL: {rest}{more}."
+            n = len(group) - 1
+            others = f" With it, {n} other process{'es' if n > 1 else ''} of its cgroup died of SIGKILL: {rest}{more}."
         size = f", {human(victim.rss)} resident" if victim.rss is not None else ""
         base = (
             f"pid {victim.pid} ({victim.comm}, {victim.role}{rank}{size}) of job {job} was killed by SIGKILL, and "

@@ -147,7 +147,7 @@ def test_kill_9_of_a_worker_and_then_of_the_rest_of_the_job(tmp_path: Path):
         (doc,) = _incidents(state, {proc.pid, workers[1]}, 1)
         time.sleep(1.0)
         assert len(_incidents(state, {proc.pid, workers[1]}, 2, timeout=0.1)) == 1  # not one per process
-        assert "1 more of the job's processes died of SIGKILL" in doc["diagnosis"]["summary"], doc["diagnosis"]
+        assert "1 other process of its cgroup died of SIGKILL" in doc["diagnosis"]["summary"], doc["diagnosis"]
     finally:
         if proc is not None:
             if proc.poll() is None:
