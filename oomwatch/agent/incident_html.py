@@ -5,11 +5,11 @@ link to anything else, and a Content-Security-Policy that forbids loading anythi
 text got through as markup. Everything that comes from the incident (comm names, cgroup paths,
 kernel lines, the diagnosis) is escaped: a process chooses its own comm.
 
-Charts (one shared scale, small multiples): per-process anonymous RSS (RSS where anon is unknown),
-then per-process USS (what copy-on-write sharing defeated shows in), each line coloured by role;
-the cgroup's usage, its limit (effective limit, else limit) as a dashed line labelled with its
-value, and the kill as a vertical line labelled with the victim. x is seconds relative to the kill:
-the incident's ``time`` minus ``latency_seconds`` (``time`` when the latency is unknown).
+Charts: per-process anonymous RSS (RSS where anon is unknown) with the cgroup's usage and its limit
+(effective limit, else limit) as a dashed line labelled with its value; then per-process USS (what
+copy-on-write sharing defeated shows in) on its own scale; each line coloured by role, and the kill
+as a vertical line labelled with the victim. x is seconds relative to the kill: the incident's
+``time`` minus ``latency_seconds`` (``time`` when the latency is unknown).
 """
 
 from __future__ import annotations
@@ -435,9 +435,13 @@ def _charts(doc: dict[str, Any]) -> str:
     )  # fmt: skip
     with_uss = [(s, s.uss) for s in series if any(v is not None for _, v in s.uss)]
     if with_uss:
+        # its own scale: private sets are often a small part of the limit (a worker's USS climbing from
+        # 30 to 100 MiB under a 1.5 GiB limit would be a flat line); the cgroup is in the chart above
+        uss_peak = max((v for _, points in with_uss for _, v in points if v is not None), default=0.0)
+        uss_sc = _Scale(x0, x1, uss_peak * 1.08 if uss_peak > 0 else 1024.0**2)
         parts.append(
-            _chart("chart-uss", "USS per process (memory it shares with no other process: copy-on-write defeat shows "
-                   "here)", with_uss, drawn, sc, far, vlabel)
+            _chart("chart-uss", "USS per process, on its own scale (memory it shares with no other process: "
+                   "copy-on-write defeat shows here)", with_uss, [], uss_sc, [], vlabel)
         )  # fmt: skip
     elif series:
         parts.append('<p class="note">No USS in the history (the agent measures it within its PSS budget).</p>')

@@ -150,6 +150,12 @@ def test_one_line_per_process_coloured_by_role():
     # USS is known for every process of this incident: the second chart has the same lines
     uss = _series(_svg(page, "chart-uss"))
     assert sorted(s["data-pid"] for s in uss) == sorted(s["data-pid"] for s in anon)
+    # USS on its own scale: the largest private set reaches the top of its chart, far below the limit
+    # (drawn in the chart above only)
+    uss_svg = _svg(page, "chart-uss")
+    assert 'class="limit"' not in uss_svg and 'class="usage"' not in uss_svg
+    highest = min(y for line in uss for _, y in _points(line["d"]))
+    assert highest < 26 + 0.1 * (270 - 26 - 42), highest  # within the top tenth of the plot area
     # the legend names each role present, with its count
     assert re.search(r'class="legend-role role-dataloader_worker">.*?DataLoader worker \(2\)', page)
     assert re.search(r'class="legend-role role-unknown">.*?unknown \(1\)', page)
