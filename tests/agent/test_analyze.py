@@ -169,6 +169,7 @@ def _check_victim(run: AgentRun, name: str) -> dict[str, Any]:
     victim = doc["victim"]
     assert (victim["pid"], victim["comm"]) == (pid, comm), (victim, run.kills)
     assert f"Killed process {pid} ({comm})" in "\n".join(doc["kernel_lines"])
+    assert 0 <= doc["latency_seconds"] < 2.0, doc["latency_seconds"]  # the kernel's kill line to the incident
     assert victim["role"] == SCENARIOS[name].victim_role, victim
     hint = next(k["role_hint"] for k in run.meta["oom_kills"] if k["killed_pid"] == pid)
     if victim["role"] == "rank":
