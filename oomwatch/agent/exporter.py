@@ -13,6 +13,7 @@ a ``job`` label from the agent would be renamed ``exported_job`` on ingestion.
 from __future__ import annotations
 
 import platform
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from oomwatch.agent.incidents import Incidents
     from oomwatch.procfs.pressure import Pressure
 
+RECENT_SECONDS = 3600.0  # incidents exported by oomwatch_incident_timestamp_seconds
 PROCESS_LABELS = ["training_job", "rank", "local_rank", "role", "pid", "comm"]
 
 # (metric suffix, ProcessSample attribute, help)
@@ -151,15 +153,28 @@ class AgentCollector(Collector):
             return
         kills = CounterMetricFamily(
             "oomwatch_oom_kills",
-            "Processes the kernel OOM-killed since the agent started, by the victim's job, role, rank and name, "
-            "and the verdict (cgroup_oom: a memory limit; host_oom: the node's RAM).",
-            labels=["training_job", "role", "rank", "comm", "verdict"],
+            "Incidents since the agent started: processes of training jobs killed by the kernel's OOM killer "
+            "(verdict cgroup_oom: a memory limit; host_oom: the node's RAM) or by SIGKILL from elsewhere "
+            "(userspace_oom_kill, sigkill_unexplained), by the victim's job, role, rank and name, and the top cause.",
+            labels=["training_job", "role", "rank", "comm", "verdict", "cause"],
         )
+        recent = GaugeMetricFamily(
+            "oomwatch_incident_timestamp_seconds",
+            "When each incident of the last hour was written (at most the last 100), labelled with its victim, "
+            "verdict, top cause, the fix in one line (remedy) and its id for `oomwatch incidents show ID`. A gauge, "
+            "so that an alert sees a job's first kill too (a counter born at 1 shows no increase).",
+            labels=["training_job", "role", "rank", "comm", "verdict", "cause", "remedy", "incident"],
+        )
+        now = time.time()
         with inc.lock:
-            counts, last = dict(inc.counts), inc.last_time
+            counts, last, latest = dict(inc.counts), inc.last_time, list(inc.recent)
         for key, n in sorted(counts.items()):
             kills.add_metric(list(key), n)
+        for t, *labels in latest:
+            if now - t <= RECENT_SECONDS:
+                recent.add_metric(labels, t)
         yield kills
+        yield recent
         if last is not None:
             yield GaugeMetricFamily(
                 "oomwatch_last_oom_kill_timestamp_seconds",

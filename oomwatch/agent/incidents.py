@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 import time
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("oomwatch.agent")
 
 INCIDENT_SCHEMA = "oomwatch.incident/v1"
+RECENT_KEPT = 100  # incidents kept for oomwatch_incident_timestamp_seconds (an hour's worth at most, see exporter)
 WINDOW = 300.0  # seconds of history put into an incident, and of gone processes remembered
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -53,7 +55,10 @@ class Incidents:
         self.window = window
         self.lock = threading.Lock()  # on_kill runs in the kmsg thread, observe in the sampler's
         self.seen: dict[int, tuple[float, ProcessSample]] = {}  # pid -> (last seen, last sample)
-        self.counts: dict[tuple[str, str, str, str, str], int] = {}  # (job, role, rank, comm, verdict)
+        # (job, role, rank, comm, verdict, cause) -> incidents
+        self.counts: dict[tuple[str, str, str, str, str, str], int] = {}
+        # the latest incidents, newest last: (time, job, role, rank, comm, verdict, cause, remedy, id)
+        self.recent: deque[tuple[float, str, str, str, str, str, str, str, str]] = deque(maxlen=RECENT_KEPT)
         self.last_time: float | None = None
         self.last_tick: Tick | None = None
         self._reported: dict[int, float] = {}  # pid -> when an incident for it was started (recent ones)
@@ -190,6 +195,8 @@ class Incidents:
         path = self.dir / f"{ident}.json"
         write_atomic(path, json.dumps(doc, indent=2) + "\n")
         write_atomic(self.dir / f"{ident}.txt", render_incident_text(doc, renderers["text"](diagnosis)))
+        top = (diag_json.get("causes") or [{}])[0]
+        cause, remedy = top.get("id") or "unknown", top.get("remedy") or ""
         with self.lock:
             key = (
                 job or "",
@@ -197,8 +204,10 @@ class Incidents:
                 "" if victim is None or victim.rank is None else str(victim.rank),
                 comm,
                 verdict,
+                cause,
             )
             self.counts[key] = self.counts.get(key, 0) + 1
+            self.recent.append((now, *key, remedy, ident))
             self.last_time = now
         role = (
             f"{victim.role}" + (f" rank {victim.rank}" if victim and victim.rank is not None else "") if victim else ""

@@ -32,9 +32,10 @@ CAUSE_IDS = (
     "unknown",
 )  # fmt: skip
 CAUSE_KEYS = {
-    "id", "title", "verdicts", "when", "signals", "mechanism", "fix", "confirm", "references",
+    "id", "title", "remedy", "verdicts", "when", "signals", "mechanism", "fix", "confirm", "references",
     "fallback", "__line__",
 }  # fmt: skip
+MAX_REMEDY = 160
 EVIDENCE_KINDS = ("hint:", "event:", "victim", "tasks:peers", "tasks:workers", "tasks:top", "history:")
 MAX_CONFIDENCE = 0.95
 
@@ -51,6 +52,7 @@ class Signal:
 class CauseRule:
     id: str
     title: str
+    remedy: str  # the fix in one line (alerts, summaries)
     verdicts: tuple[str, ...]
     when: Condition
     signals: tuple[Signal, ...]
@@ -73,7 +75,7 @@ def parse_cause(item: Any, source: str, verdicts: tuple[str, ...]) -> tuple[Caus
     if not isinstance(item, dict):
         return None, ["a cause rule must be a mapping"]
     errs = [f"unknown key {k!r}" for k in sorted(set(item) - CAUSE_KEYS)]
-    required = ("id", "title", "when", "mechanism", "fix", "confirm")
+    required = ("id", "title", "remedy", "when", "mechanism", "fix", "confirm")
     errs += [f"missing required key {k!r}" for k in required if k not in item]
     if item.get("id") not in CAUSE_IDS:
         errs.append(f"id must be one of {list(CAUSE_IDS)}, not {item.get('id')!r}")
@@ -99,12 +101,16 @@ def parse_cause(item: Any, source: str, verdicts: tuple[str, ...]) -> tuple[Caus
         if cond is not None:
             says = raw.get("says")
             signals.append(Signal(cond, weight, str(evidence) if evidence else None, str(says) if says else None))
+    remedy = " ".join(str(item.get("remedy", "")).split())
+    if "remedy" in item and not 0 < len(remedy) <= MAX_REMEDY:
+        errs.append(f"remedy must be one line of 1 to {MAX_REMEDY} characters (it becomes an alert's label)")
     if errs or when is None:
         return None, errs
     return (
         CauseRule(
             id=str(item["id"]),
             title=str(item["title"]),
+            remedy=remedy,
             verdicts=applies,
             when=when,
             signals=tuple(signals),

@@ -83,6 +83,7 @@ def _cause(rule: CauseRule, confidence: float, evidence: tuple[Evidence, ...], r
         fix=rule.fix,
         confirm=rule.confirm,
         mechanism=rule.mechanism,
+        remedy=rule.remedy,
         reasons=reasons,
         references=rule.references,
     )

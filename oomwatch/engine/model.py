@@ -169,6 +169,7 @@ class Cause:
     fix: str
     confirm: str
     mechanism: str = ""
+    remedy: str = ""  # the fix in one line
     reasons: tuple[str, ...] = ()  # the signals that held, in words
     references: tuple[str, ...] = ()
 
@@ -176,6 +177,7 @@ class Cause:
         return {
             "id": self.id,
             "title": self.title,
+            "remedy": self.remedy,
             "confidence": self.confidence,
             "mechanism": self.mechanism,
             "reasons": list(self.reasons),

@@ -100,6 +100,13 @@ def test_incident_for_a_real_oom_kill_and_restart_without_duplicates(tmp_path: P
         job = f'training_job="{docs[0]["victim"]["job"]}"'
         ours = [k for k in kills if job in k and 'role="dataloader_worker"' in k and 'verdict="cgroup_oom"' in k]
         assert len(ours) == 1 and ours[0].endswith(" 2.0"), kills
+        # each incident of the last hour as a gauge (its time), with its top cause, remedy and id
+        for doc in docs:
+            line = [x for x in text.splitlines() if x.startswith("oomwatch_incident_timestamp_seconds{")
+                    and f'incident="{doc["id"]}"' in x]  # fmt: skip
+            top = doc["diagnosis"]["causes"][0]
+            assert len(line) == 1 and f'cause="{top["id"]}"' in line[0] and 'remedy="' in line[0], line
+            assert abs(float(line[0].rsplit(" ", 1)[1]) - doc["time"]) < 1e-3
         assert re.search(r"^oomwatch_last_oom_kill_timestamp_seconds \S+", text, re.M)
         listed = run_oomwatch("incidents", "--state-dir", str(state))
         assert listed.returncode == 0 and all(str(w).encode() in listed.stdout for w in workers), listed

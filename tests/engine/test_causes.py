@@ -103,7 +103,7 @@ def test_no_cause_without_a_memory_verdict() -> None:
 
 def test_lint_rejects_cause_with_unknown_fact(tmp_path: Path) -> None:
     (tmp_path / "causes.yaml").write_text(
-        "causes:\n  - id: cpu_offload\n    title: t\n    when: {fact: hints.no_such_hint, gt: 0}\n"
+        "causes:\n  - id: cpu_offload\n    title: t\n    remedy: r\n    when: {fact: hints.no_such_hint, gt: 0}\n"
         "    mechanism: m\n    fix: f\n    confirm: c\n"
     )
     errors = [str(e) for e in lint(load_rules([tmp_path]))]
@@ -129,3 +129,19 @@ def test_no_training_job_no_other_process_claim() -> None:
         [HEADER, TABLE, _row(10, 9_000_000, "mysqld"), _row(12, 2_000, "sshd"), _kill(10, 36_000_000, "mysqld")]
     )
     assert [c.id for c in _diag(log + "\n").causes] == ["unknown"]
+
+
+def test_a_cause_needs_a_one_line_remedy(tmp_path: Path) -> None:
+    head = "causes:\n  - id: cpu_offload\n    title: t\n"
+    tail = "    when: {fact: hints.cpu_offload, gt: 0}\n    mechanism: m\n    fix: f\n    confirm: c\n"
+    cases = [
+        ("", "missing required key 'remedy'"),
+        (f"    remedy: {'x' * 161}\n", "remedy must be one line of 1 to 160 characters"),
+    ]
+    for remedy, says in cases:
+        (tmp_path / "causes.yaml").write_text(head + remedy + tail)
+        try:
+            errors = [str(e) for e in lint(load_rules([tmp_path]))]
+        except Exception as exc:  # a rule that cannot be loaded is refused at load time
+            errors = [str(exc)]
+        assert any(says in e for e in errors), errors
