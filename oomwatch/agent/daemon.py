@@ -8,6 +8,7 @@ running one kept, so a typo never takes a node's monitoring down.
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import signal
 import threading
@@ -156,6 +157,9 @@ class Agent:
         signal.signal(signal.SIGHUP, self.request_reload)
 
     def run(self) -> None:
+        # the state directory describes other users' processes and quotes their jobs' output: for root
+        # (and whoever it lets in) only, wherever the agent runs (the systemd unit says UMask=0077 too)
+        os.umask(0o077)
         fds = raise_fd_limit()
         self.server.start()  # ConfigError when the address cannot be bound: the caller exits 2
         self._open_state()

@@ -17,11 +17,12 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from oomwatch import __version__
+from oomwatch.agent.incidents import RECENT_SECONDS
 from oomwatch.agent.model import ProcessSample, Tick
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from oomwatch.agent.incidents import Incidents
     from oomwatch.procfs.pressure import Pressure
 
-RECENT_SECONDS = 3600.0  # incidents exported by oomwatch_incident_timestamp_seconds
 PROCESS_LABELS = ["training_job", "rank", "local_rank", "role", "pid", "comm"]
 
 # (metric suffix, ProcessSample attribute, help)
@@ -284,6 +284,9 @@ def _stall(family: CounterMetricFamily, labels: list[str], pressure: Pressure | 
 
 
 def registry_for(collector: AgentCollector) -> CollectorRegistry:
+    """The agent's registry: its collector, and the agent process's own CPU, memory, descriptors and
+    start time (prometheus_client's process_* series, from /proc/self)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
+    ProcessCollector(registry=registry)
     return registry

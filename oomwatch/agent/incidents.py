@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("oomwatch.agent")
 
 INCIDENT_SCHEMA = "oomwatch.incident/v1"
-RECENT_KEPT = 100  # incidents kept for oomwatch_incident_timestamp_seconds (an hour's worth at most, see exporter)
+RECENT_KEPT = 100  # incidents kept for oomwatch_incident_timestamp_seconds...
+RECENT_SECONDS = 3600.0  # ...for an hour: also those written before a restart, read back from disk
+NO_REMEDY = "No cause stood out: the incident on the node has the evidence (oomwatch incidents show)."
 WINDOW = 300.0  # seconds of history put into an incident, and of gone processes remembered
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -59,11 +61,29 @@ class Incidents:
         self.counts: dict[tuple[str, str, str, str, str, str], int] = {}
         # the latest incidents, newest last: (time, job, role, rank, comm, verdict, cause, remedy, id)
         self.recent: deque[tuple[float, str, str, str, str, str, str, str, str]] = deque(maxlen=RECENT_KEPT)
+        self._load_recent(state_dir)
         self.last_time: float | None = None
         self.last_tick: Tick | None = None
         self._reported: dict[int, float] = {}  # pid -> when an incident for it was started (recent ones)
         self._engine: tuple[Any, Any, Any, Any] | None = None
         self._engine_lock = threading.Lock()  # loading it takes ~0.7 s: never under the samples' lock
+
+    def _load_recent(self, state_dir: Path) -> None:
+        """The last hour's incidents from disk: an agent restarted after a kill still exports them."""
+        since = time.time() - RECENT_SECONDS
+        for doc in list_incidents(state_dir):
+            try:
+                if float(doc["time"]) < since:
+                    continue
+                v, diagnosis = doc["victim"], doc["diagnosis"]
+                top = (diagnosis.get("causes") or [{}])[0]
+                rank = "" if v.get("rank") is None else str(v["rank"])
+                self.recent.append((float(doc["time"]), v.get("job") or "", v.get("role") or "unknown", rank,
+                                    v.get("comm") or "", diagnosis.get("verdict") or "", top.get("id") or "unknown",
+                                    top.get("remedy") or NO_REMEDY, str(doc["id"])))  # fmt: skip
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue  # a file of another shape: listed by `oomwatch incidents`, not exported
+        # list_incidents is sorted by file name, which starts with the UTC time: oldest first
 
     def observe(self, tick: Tick) -> None:
         """Remember every job process's latest sample, and gone ones for ``window`` seconds: the
@@ -196,7 +216,7 @@ class Incidents:
         write_atomic(path, json.dumps(doc, indent=2) + "\n")
         write_atomic(self.dir / f"{ident}.txt", render_incident_text(doc, renderers["text"](diagnosis)))
         top = (diag_json.get("causes") or [{}])[0]
-        cause, remedy = top.get("id") or "unknown", top.get("remedy") or ""
+        cause, remedy = top.get("id") or "unknown", top.get("remedy") or NO_REMEDY
         with self.lock:
             key = (
                 job or "",

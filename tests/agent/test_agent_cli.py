@@ -44,6 +44,9 @@ def test_agent_scrape_reload_and_clean_stop(tmp_path: Path):
             time.sleep(0.8)
             text = agent.scrape()
             assert not re.search(r'^oomwatch_process_resident_bytes\{.*role="other"', text, re.M)
+            # the agent's own process: its memory (a series name without the oomwatch_ prefix, as exporters do)
+            own = re.search(r"^process_resident_memory_bytes (\S+)", text, re.M)
+            assert own and 10e6 < float(own.group(1)) < 200e6, own
             # a broken config on reload is logged and the running one kept
             config.write_text("interval: [\n")
             agent.proc.send_signal(signal.SIGHUP)

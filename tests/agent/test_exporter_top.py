@@ -44,7 +44,9 @@ def test_exposition_names_labels_and_values():
         collector.update(tick)
         text = generate_latest(registry_for(collector)).decode()
     samples = _samples(text)
-    assert all(name.startswith("oomwatch_") for name in samples)
+    # the agent's own series, and its process's (prometheus_client's standard process_* series)
+    assert all(name.startswith(("oomwatch_", "process_")) for name in samples)
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds"} <= set(samples)
     build = samples["oomwatch_build_info"][0]
     assert build.labels["version"] and build.value == 1
     uss = {int(s.labels["pid"]): s for s in samples["oomwatch_process_uss_bytes"]}

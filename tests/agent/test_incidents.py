@@ -93,6 +93,9 @@ def test_incident_for_a_real_oom_kill_and_restart_without_duplicates(tmp_path: P
             assert 0 <= doc["latency_seconds"] < 2.0, doc["latency_seconds"]
             assert doc["history"]["processes"], "no history of the victim's job in the incident"
             assert Path(str(found[0]).replace(".json", ".txt")).is_file()
+        # for root only: incidents describe other users' processes and quote their jobs' output
+        for path in [*found, state / "incidents", state / "history.db"]:
+            assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
         assert appeared - ended < 2.0
         text = agent.scrape()
         kills = [x for x in text.splitlines() if x.startswith("oomwatch_oom_kills_total{")]
@@ -130,6 +133,11 @@ def test_incident_for_a_real_oom_kill_and_restart_without_duplicates(tmp_path: P
         assert len(found) == 4, [p.name for p in found]
         pids = [json.loads(p.read_text())["victim"]["pid"] for p in found]
         assert len(set(pids)) == 4
+        # the restarted agent exports the last hour's incidents, those written before the restart too
+        text = agent.scrape()
+        for path in found:
+            ident = json.loads(path.read_text())["id"]
+            assert f'incident="{ident}"' in text, ident
     finally:
         assert agent.stop() == 0
 
