@@ -19,7 +19,9 @@ from oomwatch.cgroupfs.detect import (
     host_dir,
     memory_cgroup_of,
     memory_mounts,
+    namespace_root,
     parse_mountinfo,
+    to_hierarchy,
 )
 from oomwatch.cgroupfs.files import parse_limit, read_optional
 from oomwatch.cgroupfs.memory import read_cgroup_memory
@@ -83,7 +85,11 @@ class CgroupCollector:
             line = next((m for m in lines if "memory" in m.controllers), None)
         else:
             line = next((m for m in lines if m.hierarchy_id == 0 and not m.controllers), None)
-        return (line.path if line else "/"), where
+        path = line.path if line else "/"
+        mount = memory_mounts(self.mounts)[0 if where.version == 1 else 1]
+        if path.startswith("/..") and mount is not None:  # seen from a private cgroup namespace: name it whole
+            path = to_hierarchy(path, namespace_root(self.paths, mount))
+        return path, where
 
     def collect(self, groups: dict[str, tuple[MemoryCgroup, set[str]]]) -> tuple[CgroupSample, ...]:
         """``groups``: cgroup path → (where its files are, the jobs with processes in it)."""

@@ -12,6 +12,9 @@ Hosts are v1, v2, or hybrid (both mounted; the memory controller on one of them)
 
 from __future__ import annotations
 
+import contextlib
+import os
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -99,18 +102,84 @@ def memory_mounts(mounts: list[CgroupMount]) -> tuple[CgroupMount | None, Cgroup
     return v1, v2
 
 
-def host_dir(paths: HostPaths, mount: CgroupMount, cgroup_path: str) -> Path:
-    """The directory for ``cgroup_path`` under ``mount``, rebased onto ``paths.cgroup``."""
-    rel = PurePosixPath(cgroup_path)
-    root = PurePosixPath(mount.root)
-    if root != PurePosixPath("/") and rel.is_relative_to(root):
-        rel = rel.relative_to(root)
+def _mount_dir(paths: HostPaths, mount: CgroupMount) -> Path:
     mount_point = PurePosixPath(mount.mount_point)
     if mount_point.is_relative_to(HOST_CGROUP_ROOT):
-        base = paths.cgroup / mount_point.relative_to(HOST_CGROUP_ROOT)
-    else:
-        base = Path(mount_point)
-    return base.joinpath(*[p for p in rel.parts if p != "/"])
+        return paths.cgroup / mount_point.relative_to(HOST_CGROUP_ROOT)
+    return Path(mount_point)
+
+
+def _ups(path: str) -> int:
+    """How many leading ``..`` a path has ("/../../x": 2): how far above our cgroup namespace it is."""
+    n = 0
+    for part in PurePosixPath(path).parts[1:]:
+        if part != "..":
+            break
+        n += 1
+    return n
+
+
+NAMESPACE_SEARCH_LIMIT = 50_000  # cgroup directories looked at, at most, to find our own
+_namespace_roots: dict[tuple[str, str, str], str | None] = {}
+
+
+def namespace_root(paths: HostPaths, mount: CgroupMount, pid: int | None = None) -> str | None:
+    """Our cgroup namespace's root as a path of the hierarchy, when we are in a private cgroup
+    namespace (a container on a cgroup v2 host, say) and the hierarchy mounted here reaches above it:
+    mountinfo then gives the mount's root as "/../..", and /proc/PID/cgroup gives other containers'
+    cgroups as "/../<pod>/<container>", relative to a root it does not name. Found by looking, at that
+    depth under the mount, for the directory whose cgroup.procs holds our pid (once; cached)."""
+    depth = _ups(mount.root)
+    if depth == 0:
+        return None
+    pid = os.getpid() if pid is None else pid
+    key = (str(paths.cgroup), mount.mount_point, mount.root)
+    if key in _namespace_roots:
+        return _namespace_roots[key]
+    found: str | None = None
+    level: list[tuple[Path, tuple[str, ...]]] = [(_mount_dir(paths, mount), ())]
+    seen = 0
+    for _ in range(depth):
+        below = []
+        for directory, names in level:
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(directory):
+                    if entry.is_dir(follow_symlinks=False):
+                        below.append((Path(entry.path), (*names, entry.name)))
+        seen += len(below)
+        level = below
+        if seen > NAMESPACE_SEARCH_LIMIT:
+            level = []
+            break
+    mine = str(pid)
+    for directory, names in level:
+        with contextlib.suppress(OSError):
+            if mine in (directory / "cgroup.procs").read_text().split():
+                found = "/" + "/".join(names)
+                break
+    _namespace_roots[key] = found
+    return found
+
+
+def to_hierarchy(path: str, ns_root: str | None) -> str:
+    """A path as /proc/PID/cgroup or mountinfo gives it, made a path of the whole hierarchy (``..``
+    resolved against our namespace's root); unchanged when it has no ``..`` or the root is unknown."""
+    if ns_root is None or not path.startswith("/.."):
+        return path
+    return posixpath.normpath(f"{ns_root}/{path}")
+
+
+def host_dir(paths: HostPaths, mount: CgroupMount, cgroup_path: str) -> Path:
+    """The directory for ``cgroup_path`` under ``mount``, rebased onto ``paths.cgroup``."""
+    root_path = mount.root
+    if root_path.startswith("/..") or cgroup_path.startswith("/.."):
+        ns = namespace_root(paths, mount)
+        root_path, cgroup_path = to_hierarchy(root_path, ns), to_hierarchy(cgroup_path, ns)
+    rel = PurePosixPath(cgroup_path)
+    root = PurePosixPath(root_path)
+    if root != PurePosixPath("/") and rel.is_relative_to(root):
+        rel = rel.relative_to(root)
+    return _mount_dir(paths, mount).joinpath(*[p for p in rel.parts if p != "/"])
 
 
 def memory_cgroup_of(
