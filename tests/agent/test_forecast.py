@@ -80,7 +80,7 @@ def test_forecast_warns_before_the_kill(tmp_path: Path):
                 warned = time.monotonic()
                 assert leak.wait(timeout=60) == -9  # the kernel's SIGKILL
                 killed = time.monotonic()
-                incidents = _wait_incident(state)
+                incidents = _wait_incident(state, leak.pid)
             finally:
                 if leak.poll() is None:
                     leak.kill()
@@ -115,10 +115,13 @@ def test_forecast_warns_before_the_kill(tmp_path: Path):
     assert any("USS (private memory)" in t or "anonymous memory" in t for t in grew), top
 
 
-def _wait_incident(state: Path, timeout: float = 10.0) -> list[Path]:
+def _wait_incident(state: Path, pid: int, timeout: float = 10.0) -> list[Path]:
+    """The incidents of the leak's process (the agent reports every kill on the machine, other tests' too)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = sorted((state / "incidents").glob("*.json"))
+        found = [
+            p for p in sorted((state / "incidents").glob("*.json")) if json.loads(p.read_text())["victim"]["pid"] == pid
+        ]
         if found:
             return found
         time.sleep(0.1)
