@@ -291,27 +291,34 @@ class Incidents:
         kernel_time: float | None = None,
     ) -> Path:
         """An incident whose diagnosis the agent makes itself (no kernel report to scan): the victim
-        as sampled, the causes the history's facts support."""
+        as sampled, the causes that the history's facts and the hints in the job's output support."""
         from oomwatch.engine.causes import rank_causes
         from oomwatch.engine.diagnosis import Diagnosis
         from oomwatch.engine.model import Victim
 
         now = time.time()
         with self._engine_lock:
-            rules, _, _, renderers = self._load_engine()
+            rules, scanner, diagnose, renderers = self._load_engine()
         history, rows = self._history(victim.job, victim.pid, now)
         live = analyze(rows.processes, victim.pid, node=rows.node, cgroups=rows.cgroups)
-        facts: dict[str, Any] = {"victim.role": victim.role, **live.facts}
-        causes = rank_causes(rules.causes, verdict, facts, [], [], [], live)
         named = Victim(victim.pid, victim.comm, victim.role, victim.rank, victim.anon, victim.file, victim.shmem,
                        cgroup, (), "agent")  # fmt: skip
+        outputs = job_outputs(self._job_pids(victim.job, victim.pid), self.proc) if victim.job else []
+        events: list[Any] = []
+        hints: dict[str, Any] = {}
+        if outputs:  # what the job printed (keep_in_memory=True, a Manager()...): its hints count too
+            logs = diagnose([scanner.scan(f"job output {o.path}", [o.data]) for o in outputs], rules, live=live)
+            events = [e for e in logs.events if e.kind == "hint"]
+            hints = {k: v for k, v in logs.facts.items() if k.startswith("hints.")}
+        facts: dict[str, Any] = {**hints, "victim.role": victim.role, **live.facts}
+        causes = rank_causes(rules.causes, verdict, facts, events, [named], [], live)
         diagnosis = Diagnosis(
             verdict=verdict,
             confirmed=confirmed,
             summary=summary,
             victims=(named,),
             causes=tuple(causes),
-            events=(),
+            events=tuple(events),
             inputs=(),
             next_steps=next_steps,
             notes=notes,
@@ -319,7 +326,10 @@ class Incidents:
             evidence=(),
             facts=facts,
         )
-        return self._write(now, victim.pid, victim, victim.job, diagnosis, renderers, history, [], None, kernel_time)
+        read = [{"path": o.path, "pid": o.pid, "size": o.size, "read_bytes": len(o.data)} for o in outputs]
+        return self._write(
+            now, victim.pid, victim, victim.job, diagnosis, renderers, history, [], None, kernel_time, read
+        )
 
     def _history(self, job: str | None, pid: int, now: float) -> tuple[dict[str, Any], _Rows]:
         """(the history put into the incident, the rows for the analyzers)."""

@@ -57,6 +57,7 @@ JOB = """
 import os, sys, time
 if len(sys.argv) > 1:
     open(os.path.join(sys.argv[1], "cgroup.procs"), "w").write(str(os.getpid()))
+print("config: dataset_path=/data/arrow keep_in_memory=True num_workers=2", file=sys.stderr, flush=True)
 hold = bytearray(int(os.environ.get("HOLD_MIB", "0")) << 20)
 for i in range(0, len(hold), 4096):
     hold[i] = 1
@@ -82,10 +83,13 @@ time.sleep(600)
 
 
 def _start_job(tmp_path: Path, *args: str, hold_mib: int = 0) -> tuple[subprocess.Popen, list[int]]:
+    """The job, its stderr (its log: it prints its configuration there) to ``tmp_path/train.log``."""
     script = tmp_path / "job.py"
     script.write_text(JOB)
     env = dict(os.environ, HOLD_MIB=str(hold_mib))
-    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, text=True, env=env)
+    with open(tmp_path / "train.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=log, text=True,
+                                env=env)  # fmt: skip
     assert proc.stdout is not None
     workers = [int(x) for x in proc.stdout.readline().split()]
     assert len(workers) == 2
@@ -189,3 +193,8 @@ def test_sigkill_while_the_jobs_cgroup_is_near_its_limit_is_a_userspace_oom_kill
     assert d["verdict"] == "userspace_oom_kill", d
     assert "memory was short then (cgroup " in d["summary"] and "limit" in d["summary"], d["summary"]
     assert any("earlyoom" in step or "systemd-oomd" in step for step in d["next_steps"]), d["next_steps"]
+    # the job's log (its stderr, a file) was read: what it printed names the cause
+    assert [o["path"] for o in doc["job_output"]] == [str(tmp_path / "train.log")], doc["job_output"]
+    top = d["causes"][0]
+    assert top["id"] == "keep_in_memory_duplication", [(c["id"], c["confidence"]) for c in d["causes"]]
+    assert any(e["file"].startswith("job output ") and "keep_in_memory=True" in e["text"] for e in top["evidence"])
