@@ -8,7 +8,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, fields
 from datetime import datetime
 from pathlib import Path
@@ -194,24 +194,22 @@ def _show(
         cg_rows = store.cgroups(since=start, until=end)
         if job is not None:
             cg_rows = [r for r in cg_rows if job in r.jobs.split(",")]
-        if fmt == "json":
-            click.echo(json.dumps({"schema": SCHEMA, "cgroups": [asdict(r) for r in cg_rows]}, indent=1))
-        elif fmt == "csv":
-            click.echo(_csv(cg_rows, CgroupRow), nl=False)
-        elif cg_rows:
-            click.echo(_cgroup_text(cg_rows, step), nl=False)
-        else:
-            click.echo("oomwatch: no cgroup samples recorded for this selection", err=True)
+        _emit(fmt, "cgroups", "cgroup", cg_rows, CgroupRow, lambda: _cgroup_text(cg_rows, step))
         return
     rows = store.processes(job=job, pid=pid, since=start, until=end)
+    _emit(fmt, "processes", "process", rows, ProcessRow, lambda: _process_text(rows, step))
+
+
+def _emit(fmt: str, key: str, kind: str, rows: Sequence[Any], row_type: type[Any], text: Callable[[], str]) -> None:
+    """Rows of one kind as json (under ``key``), csv or text; text says so when there are none."""
     if fmt == "json":
-        click.echo(json.dumps({"schema": SCHEMA, "processes": [asdict(r) for r in rows]}, indent=1))
+        click.echo(json.dumps({"schema": SCHEMA, key: [asdict(r) for r in rows]}, indent=1))
     elif fmt == "csv":
-        click.echo(_csv(rows, ProcessRow), nl=False)
+        click.echo(_csv(rows, row_type), nl=False)
     elif rows:
-        click.echo(_process_text(rows, step), nl=False)
+        click.echo(text(), nl=False)
     else:
-        click.echo("oomwatch: no process samples recorded for this selection", err=True)
+        click.echo(f"oomwatch: no {kind} samples recorded for this selection", err=True)
 
 
 def _fail(message: str) -> NoReturn:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -49,6 +52,37 @@ def require_root_cgroup() -> None:
     elif v1_memory_parent() is None:
         reason = "needs a writable cgroup v1 memory controller"
     if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}, and CI=true: this test must run in CI")
-        pytest.skip(reason)
+        skip_or_fail(reason)
+
+
+def skip_or_fail(reason: str, in_ci: str = "this test must run in CI") -> NoReturn:
+    """Skip for ``reason``; under CI=true (.ci/run installs everything) fail instead."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}, and CI=true: {in_ci}")
+    pytest.skip(reason)
+
+
+def require_tool(name: str, install: str) -> str:
+    """The path of command ``name``; skipped where it is missing (``install`` says how to get it), failed in CI."""
+    path = shutil.which(name)
+    if path is None:
+        skip_or_fail(f"{name} not found ({install})", ".ci/run installs it")
+    return path
+
+
+def terminate(proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Stop a process this test started, by its pid: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def require_scenario_deps() -> None:
+    """torch and datasets, which the scenario workloads run on."""
+    missing = [m for m in ("torch", "datasets") if importlib.util.find_spec(m) is None]
+    if missing:
+        skip_or_fail(f"scenarios need {' and '.join(missing)} (pip install torch==2.13.0 datasets)",
+                     ".ci/run installs them")  # fmt: skip

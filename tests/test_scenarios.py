@@ -13,9 +13,7 @@ tests/fixtures/scenarios/ and the runner's pure helpers are checked without eith
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,7 @@ from scenarios.catalog import SCENARIOS, Scenario
 from scenarios.cgroup import parse_kmsg_record, parse_size
 from scenarios.kernel import extract_reports
 from scenarios.runner import path_rewrites, scrub
-from tests.conftest import FIXTURES, ROOT, require_root_cgroup, run_oomwatch
+from tests.conftest import FIXTURES, ROOT, require_root_cgroup, require_scenario_deps, run_oomwatch
 
 CAPTURES = FIXTURES / "scenarios"
 
@@ -41,18 +39,9 @@ OOMWATCH_ROLE = {
 }
 
 
-def _require_deps() -> None:
-    missing = [m for m in ("torch", "datasets") if importlib.util.find_spec(m) is None]
-    if missing:
-        reason = f"scenarios need {' and '.join(missing)} (pip install torch==2.13.0 datasets)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}, and CI=true: .ci/run installs them")
-        pytest.skip(reason)
-
-
 def _run(name: str, fixed: bool, out: Path) -> dict[str, Any]:
     require_root_cgroup()
-    _require_deps()
+    require_scenario_deps()
     from scenarios.runner import run_scenario
 
     meta = run_scenario(SCENARIOS[name], fixed=fixed, out=out)

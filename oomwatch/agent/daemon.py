@@ -130,7 +130,7 @@ class Agent:
         """SIGKILL deaths of training processes that no OOM report explains (see agent.sigkills)."""
         if self.incidents is None:
             return
-        sigkills = Sigkills(self.incidents, kernel_log=self.watcher is not None, proc=self.paths.proc)
+        sigkills = Sigkills(self.incidents, kernel_log=self.watcher is not None, paths=self.paths)
         watcher = ExitWatcher(sigkills.on_exit)
         if watcher.start():
             self.exits = watcher

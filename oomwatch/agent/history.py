@@ -230,6 +230,8 @@ class HistoryStore:
         self._folded_until: float | None = None  # fine rows before this were folded in this session
         self._labels_cleaned: float | None = None
         self._ids: dict[tuple[str, tuple[Any, ...]], int] = {}  # (table, label) -> id, of committed rows
+        # (connection, the (table, column)s of schema 2 its file lacks): schema 1 files read by a reader
+        self._absent: tuple[sqlite3.Connection, set[tuple[str, str]]] | None = None
 
     # -- problems: said once, logged always ------------------------------------------------------
 
@@ -687,16 +689,21 @@ class HistoryStore:
     def _compatible(self, select: str) -> str:
         """``select`` with the columns a schema 1 file lacks read as NULL (a reader cannot upgrade it)."""
         with self._lock:
-            if self._conn is None:
+            conn = self._conn
+            if conn is None:
                 return select
-            for table, column, _ in _ADDED_IN_2:
+            if self._absent is None or self._absent[0] is not conn:  # once per connection
+                absent = set()
                 try:
-                    present = {r[1] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+                    for table in {t for t, _, _ in _ADDED_IN_2}:
+                        present = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+                        absent |= {(t, c) for t, c, _ in _ADDED_IN_2 if t == table and c not in present}
                 except sqlite3.Error:
                     return select
-                if column not in present:
-                    alias = "c" if table == "cgroup" else table
-                    select = select.replace(f"{alias}.{column}", f"NULL AS {column}")
+                self._absent = (conn, absent)
+            for table, column in self._absent[1]:
+                alias = "c" if table == "cgroup" else table
+                select = select.replace(f"{alias}.{column}", f"NULL AS {column}")
         return select
 
     # -- meta --------------------------------------------------------------------------------------

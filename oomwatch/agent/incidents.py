@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from oomwatch.agent.analyze import analyze
 from oomwatch.agent.atomic import write_atomic
-from oomwatch.agent.joboutput import job_outputs
+from oomwatch.agent.joboutput import JobOutput, job_outputs
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgRecord
@@ -153,20 +153,25 @@ class Incidents:
             known = {p: (s.role, s.rank) for p, (_, s) in self.seen.items()}
             victim = self.seen.get(pid, (None, None))[1]
         job = victim.job if victim is not None else None
-        outputs = job_outputs(self._job_pids(job, pid), self.proc) if job is not None else []
+        outputs = self._job_outputs(job, pid)
         scans = [scan] + [scanner.scan(f"job output {o.path}", [o.data]) for o in outputs]
         history, rows = self._history(job, pid, now)
         live = analyze(rows.processes, pid, node=rows.node, cgroups=rows.cgroups)
         diagnosis = diagnose(scans, rules, known=known, live=live)
-        read = [{"path": o.path, "pid": o.pid, "size": o.size, "read_bytes": len(o.data)} for o in outputs]
-        return self._write(now, pid, victim, job, diagnosis, renderers, history, lines, seq, kernel_time, read)
+        return self._write(
+            now, pid, victim, job, diagnosis, renderers, history, lines, seq, kernel_time, _what_was_read(outputs)
+        )
 
-    def _job_pids(self, job: str, victim: int) -> list[int]:
-        """The job's other processes seen lately, launchers and ranks first (their output is the job's log)."""
+    def _job_outputs(self, job: str | None, victim: int) -> list[JobOutput]:
+        """The job's stdout/stderr files, read through its other processes seen lately, launchers and
+        ranks first (their output is the job's log)."""
+        if job is None:
+            return []
         order = {"launcher": 0, "rank": 1}
         with self.lock:
             members = [s for _, s in self.seen.values() if s.job == job and s.pid != victim]
-        return [s.pid for s in sorted(members, key=lambda s: (order.get(s.role, 2), s.rank or 0, s.pid))]
+        pids = [s.pid for s in sorted(members, key=lambda s: (order.get(s.role, 2), s.rank or 0, s.pid))]
+        return job_outputs(pids, self.proc)
 
     def _write(
         self,
@@ -303,7 +308,7 @@ class Incidents:
         live = analyze(rows.processes, victim.pid, node=rows.node, cgroups=rows.cgroups)
         named = Victim(victim.pid, victim.comm, victim.role, victim.rank, victim.anon, victim.file, victim.shmem,
                        cgroup, (), "agent")  # fmt: skip
-        outputs = job_outputs(self._job_pids(victim.job, victim.pid), self.proc) if victim.job else []
+        outputs = self._job_outputs(victim.job, victim.pid)
         events: list[Any] = []
         hints: dict[str, Any] = {}
         if outputs:  # what the job printed (keep_in_memory=True, a Manager()...): its hints count too
@@ -326,9 +331,18 @@ class Incidents:
             evidence=(),
             facts=facts,
         )
-        read = [{"path": o.path, "pid": o.pid, "size": o.size, "read_bytes": len(o.data)} for o in outputs]
         return self._write(
-            now, victim.pid, victim, victim.job, diagnosis, renderers, history, [], None, kernel_time, read
+            now,
+            victim.pid,
+            victim,
+            victim.job,
+            diagnosis,
+            renderers,
+            history,
+            [],
+            None,
+            kernel_time,
+            _what_was_read(outputs),
         )
 
     def _history(self, job: str | None, pid: int, now: float) -> tuple[dict[str, Any], _Rows]:
@@ -356,6 +370,11 @@ class Incidents:
             "node": [asdict(n) for n in node],
         }
         return doc, _Rows(list(procs), list(node), cgroups)
+
+
+def _what_was_read(outputs: list[JobOutput]) -> list[dict[str, Any]]:
+    """The incident's record of the job output files read."""
+    return [{"path": o.path, "pid": o.pid, "size": o.size, "read_bytes": len(o.data)} for o in outputs]
 
 
 @dataclass

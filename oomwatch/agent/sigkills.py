@@ -22,12 +22,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from oomwatch.agent.incidents import Incidents
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.agent.procevents import ProcExit
 from oomwatch.engine.sizes import human
+from oomwatch.paths import HostPaths
+from oomwatch.procfs.vmstat import oom_kill, read_vmstat
 
 log = logging.getLogger("oomwatch.agent")
 
@@ -62,14 +63,11 @@ def memory_short(tick: Tick | None, job: str | None) -> str | None:
     return "; ".join(said) or None
 
 
-def _node_oom_kills(proc: Path) -> int | None:
+def _node_oom_kills(paths: HostPaths) -> int | None:
     try:
-        for line in (proc / "vmstat").read_text().splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-    except (OSError, ValueError):
+        return oom_kill(read_vmstat(paths))
+    except OSError:
         return None
-    return None
 
 
 class Sigkills:
@@ -80,14 +78,15 @@ class Sigkills:
         kernel_log: bool,
         grace: float = GRACE,
         slow_grace: float = SLOW_GRACE,
-        proc: Path = Path("/proc"),
+        paths: HostPaths | None = None,
         node_oom_kills: Callable[[], int | None] | None = None,
     ) -> None:
         self.incidents = incidents
         self.kernel_log = kernel_log  # a kernel log watcher runs: an OOM kill's report will come through it
         self.grace = grace
         self.slow_grace = slow_grace
-        self._oom_kills = node_oom_kills or (lambda: _node_oom_kills(proc))
+        host = paths or HostPaths()
+        self._oom_kills = node_oom_kills or (lambda: _node_oom_kills(host))
         self._lock = threading.Lock()
         # group (the memory cgroup, else the job) -> its SIGKILLed processes: a container or Slurm kill
         # ends a whole cgroup, whose workers may already be orphans that make jobs of their own

@@ -6,9 +6,7 @@ growth; a Manager cache: the manager's growth; keep_in_memory: each rank's priva
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -22,7 +20,7 @@ import pytest
 from oomwatch.agent.analyze import SOURCE, analyze
 from scenarios.catalog import SCENARIOS
 from tests.agent.agentproc import AgentProcess, wait_ticks
-from tests.conftest import ROOT, require_root_cgroup
+from tests.conftest import ROOT, require_root_cgroup, require_scenario_deps
 
 MIB = 1 << 20
 
@@ -100,15 +98,6 @@ def test_nothing_from_too_little():
 KILLED = re.compile(r"Killed process (\d+) \((.*?)\)")
 
 
-def _require_scenario_deps() -> None:
-    missing = [m for m in ("torch", "datasets") if importlib.util.find_spec(m) is None]
-    if missing:
-        reason = f"scenarios need {' and '.join(missing)} (pip install torch==2.13.0 datasets)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}, and CI=true: .ci/run installs them")
-        pytest.skip(reason)
-
-
 @dataclass
 class AgentRun:
     """A scenario run under the agent: the kernel's kills of the scenario's cgroup (its capture's
@@ -130,7 +119,7 @@ def _run_scenario_under_agent(tmp_path: Path, name: str, interval: float = 0.1, 
     ``budget`` CPU; wait for an incident for each kill the kernel reported for the scenario's cgroup
     (the agent reads every kill on the machine: only this cgroup's are this scenario's)."""
     require_root_cgroup()
-    _require_scenario_deps()
+    require_scenario_deps()
     state, capture = tmp_path / "state", tmp_path / "capture"
     agent = AgentProcess(
         "--listen", "127.0.0.1:0", "--interval", str(interval), "--pss-budget", str(budget), "--state-dir", str(state)

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from oomwatch.cgroupfs.detect import CgroupMount, namespace_root, to_hierarchy
 from oomwatch.paths import HostPaths
 from tests.cgroup_util import V1_ROOT, memory_cgroup
-from tests.conftest import ROOT, require_root_cgroup
+from tests.conftest import ROOT, require_root_cgroup, require_tool
 
 MIB = 1 << 20
 
@@ -57,11 +54,7 @@ def test_the_namespace_root_is_found_by_our_pid(tmp_path: Path):
 
 def test_top_in_a_private_cgroup_namespace_reads_a_sibling_containers_cgroup(tmp_path: Path):
     require_root_cgroup()
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("unshare (util-linux) is missing, and CI=true")
-        pytest.skip("unshare (util-linux) is not installed")
+    unshare = require_tool("unshare", "Debian: util-linux")
     script = tmp_path / "rank.py"
     script.write_text(RANK)
     env = dict(os.environ, PYTHONPATH=str(ROOT), RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",

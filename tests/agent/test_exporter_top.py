@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 
-import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -15,7 +13,7 @@ from oomwatch.agent.exporter import PROCESS_LABELS, AgentCollector, exported_pro
 from oomwatch.agent.sampler import Sampler
 from oomwatch.agent.top import History, render_text
 from tests.agent.proctree import MIB, rank_tree
-from tests.conftest import run_oomwatch
+from tests.conftest import require_tool, run_oomwatch
 
 
 def _ticks(n=2, **kw):
@@ -71,11 +69,7 @@ def test_exposition_names_labels_and_values():
 
 
 def test_promtool_accepts_the_exposition(tmp_path):
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool is missing and CI=true (.ci/run installs Debian's prometheus)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
+    promtool = require_tool("promtool", "apt-get install prometheus")
     with rank_tree(size_mib=8, workers=1):
         (_, tick), _ = _ticks()
     collector = AgentCollector()

@@ -36,7 +36,7 @@ from oomwatch.agent.notices import Notices
 from oomwatch.cli_history import history_cmd, parse_when
 from oomwatch.errors import InputError
 from oomwatch.procfs.pressure import Pressure, PressureLine
-from tests.conftest import ROOT
+from tests.conftest import ROOT, skip_or_fail
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -491,9 +491,7 @@ def test_an_unusable_directory_is_said_once_and_recording_starts_when_it_can(tmp
 
 def _need_root(what: str) -> None:
     if os.geteuid() != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{what} needs root, and CI=true: this test must run in CI")
-        pytest.skip(f"{what} needs root")
+        skip_or_fail(f"{what} needs root")
 
 
 @contextlib.contextmanager
@@ -502,9 +500,7 @@ def tiny_filesystem(where: Path, size: str = "256k"):
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True,
                           text=True)  # fmt: skip
     if done.returncode != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"cannot mount a tmpfs: {done.stderr.strip()}")
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
+        skip_or_fail(f"cannot mount a tmpfs: {done.stderr.strip()}")
     try:
         yield where
     finally:

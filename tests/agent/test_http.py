@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from oomwatch.agent.http import MetricsServer, WebConfig, load_web_config, parse_listen
 from oomwatch.errors import ConfigError, OomwatchError
+from tests.conftest import require_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deploy" / "web-config.example.yaml"
@@ -177,11 +178,7 @@ def test_a_failing_collector_fails_the_scrape_not_the_server(serve, registry: Co
 
 
 def test_promtool_accepts_the_exposition(serve) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool is missing (CI installs it with `apt-get install prometheus`)")
-        pytest.skip("promtool is not installed")
+    promtool = require_tool("promtool", "apt-get install prometheus")
     _, _, body = get(serve().url)
     result = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()

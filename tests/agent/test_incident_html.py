@@ -33,7 +33,7 @@ from oomwatch.agent.incident_html import (
     render_incident_html,
     write_incident_html,
 )
-from tests.conftest import FIXTURES, run_oomwatch
+from tests.conftest import FIXTURES, require_tool, run_oomwatch
 
 INCIDENTS = FIXTURES / "incidents"
 REAL = INCIDENTS / "20261130T015859Z-tree-19055-19057.json"  # a job: 3 processes, 20 samples, its cgroup
@@ -373,12 +373,9 @@ def test_cli_show_html(tmp_path: Path):
 
 
 def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed and CI=true (apt-get install chromium)")
-        pytest.skip("needs chromium (apt-get install --no-install-recommends chromium)")
-    return found
+    if shutil.which("chromium") is None and shutil.which("chromium-browser"):
+        return str(shutil.which("chromium-browser"))
+    return require_tool("chromium", "apt-get install --no-install-recommends chromium")
 
 
 def _chromium_runs(exe: str, tmp: Path, *runs: tuple[str, ...]) -> list[str]:

@@ -22,7 +22,7 @@ import pytest
 from oomwatch.agent.journalwatch import journal_command, journal_readable, parse_entry
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.agent.test_incidents import _hog_script, _run_hog, _wait_incidents
-from tests.conftest import require_root_cgroup
+from tests.conftest import require_root_cgroup, skip_or_fail, terminate
 
 KILL = "Memory cgroup out of memory: Killed process 4242 (pt_data_worker) total-vm:1kB, anon-rss:1kB"
 
@@ -75,10 +75,7 @@ def journald() -> Iterator[None]:
     exe = next((p for p in ("/lib/systemd/systemd-journald", "/usr/lib/systemd/systemd-journald")
                 if os.access(p, os.X_OK)), None)  # fmt: skip
     if exe is None or os.geteuid() != 0:
-        reason = "needs root and systemd-journald (Debian: systemd)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}, and CI=true: this test must run in CI")
-        pytest.skip(reason)
+        skip_or_fail("needs root and systemd-journald (Debian: systemd)")
     made = [p for p in (Path("/run/systemd/journal"), Path("/run/log")) if not p.exists()]
     proc = subprocess.Popen([exe], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -88,12 +85,7 @@ def journald() -> Iterator[None]:
         assert journal_readable() is None, f"journald did not start: {journal_readable()}"
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc, timeout=10)
         if proc.stderr is not None:
             proc.stderr.close()
         for p in made:

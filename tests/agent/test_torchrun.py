@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.agentproc import AgentProcess, wait_metric
+from tests.conftest import skip_or_fail
 
 JOB = Path(__file__).with_name("ddp_job.py")
 
@@ -21,9 +22,7 @@ def _torchrun() -> str:
     try:
         import torch  # noqa: F401
     except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("torch is not installed and CI=true (.ci/run installs torch==2.13.0)")
-        pytest.skip("needs torch (pip install torch==2.13.0)")
+        skip_or_fail("needs torch (pip install torch==2.13.0)", ".ci/run installs torch==2.13.0")
     found = shutil.which("torchrun")
     if found is None:
         pytest.fail("torch is installed but torchrun is not on PATH")

@@ -11,20 +11,17 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import pytest
-
 from oomwatch.agent.sampler import Sampler
 from oomwatch.paths import HostPaths
 from tests.agent.proctree import rank_tree
+from tests.conftest import skip_or_fail
 
 NOBODY = 65534
 
 
 def _need_root() -> None:
     if os.geteuid() != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail("needs root to drop privileges, and CI=true: this test must run in CI")
-        pytest.skip("needs root (to drop to an unprivileged user)")
+        skip_or_fail("needs root (to drop to an unprivileged user)")
 
 
 def _as_nobody(paths: HostPaths) -> dict:
@@ -91,9 +88,7 @@ def test_under_hidepid_it_sees_only_its_own_and_says_why():
     try:
         mounted = subprocess.run(["mount", "-t", "proc", "-o", "hidepid=2", "proc", str(mnt)], capture_output=True)
         if mounted.returncode != 0:
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"cannot mount proc with hidepid=2: {mounted.stderr!r}")
-            pytest.skip(f"cannot mount proc here: {mounted.stderr!r}")
+            skip_or_fail(f"cannot mount proc with hidepid=2 here: {mounted.stderr!r}")
         try:
             seen = _as_nobody(HostPaths(proc=mnt))
         finally:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
 import socket
@@ -23,22 +22,11 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
-
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.agent.test_incidents import _hog_script, _run_hog, _wait_incidents
-from tests.conftest import ROOT, require_root_cgroup
+from tests.conftest import ROOT, require_root_cgroup, require_tool, terminate
 
 RULES = ROOT / "deploy" / "prometheus" / "oomwatch.rules.yaml"
-
-
-def _need(exe: str, package: str) -> str:
-    found = shutil.which(exe)
-    if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{exe} is missing, and CI=true: .ci/run installs Debian's {package}")
-        pytest.skip(f"{exe} is not installed (Debian: apt-get install {package})")
-    return found
 
 
 def _epoch(stamp: str) -> float:
@@ -76,12 +64,7 @@ def _server(args: list[str], ready_url: str, log: Path) -> Iterator[subprocess.P
                 time.sleep(0.2)
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
 
 
 class _Webhook(BaseHTTPRequestHandler):
@@ -99,8 +82,8 @@ class _Webhook(BaseHTTPRequestHandler):
 
 def test_an_oom_kill_fires_the_alert_with_the_victims_labels(tmp_path: Path):
     require_root_cgroup()
-    prometheus = _need("prometheus", "prometheus")
-    alertmanager = _need("prometheus-alertmanager", "prometheus-alertmanager")
+    prometheus = require_tool("prometheus", "Debian: apt-get install prometheus")
+    alertmanager = require_tool("prometheus-alertmanager", "Debian: apt-get install prometheus-alertmanager")
     state = tmp_path / "state"
     agent = AgentProcess("--listen", "127.0.0.1:0", "--interval", "0.2", "--state-dir", str(state))
     hook = ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)

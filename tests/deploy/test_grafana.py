@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import require_tool
 from tests.deploy.promnames import CONDITIONAL, PROMETHEUS_SERIES, exposition_names, promql_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -363,13 +362,7 @@ def test_a_misspelled_name_is_caught(exported, where, good, bad):
 
 
 def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        reason = "promtool not found (Debian/Ubuntu: apt-get install prometheus)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}, and CI=true: the dashboard's queries must be checked in CI")
-        pytest.skip(reason)
-    return path
+    return require_tool("promtool", "Debian/Ubuntu: apt-get install prometheus")
 
 
 def test_promtool_parses_every_expression(tmp_path):

@@ -7,15 +7,13 @@ promtool comes from Debian's prometheus package: skipped where it is missing, ex
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
+from tests.conftest import require_tool
 from tests.deploy.promnames import promql_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,12 +24,7 @@ SEVERITIES = {"critical", "warning", "info"}
 
 
 def promtool() -> str:
-    exe = shutil.which("promtool")
-    if exe is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool is missing, and CI=true: .ci/run installs Debian's prometheus")
-        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
-    return exe
+    return require_tool("promtool", "Debian: apt-get install prometheus")
 
 
 def alerts() -> list[dict]:

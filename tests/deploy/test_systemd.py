@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from oomwatch.agent.config import AgentConfig, load_config
+from tests.conftest import require_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "systemd"
@@ -39,13 +40,7 @@ CONFIG_KEYS = {f.name for f in fields(AgentConfig)}
 
 
 def systemd_analyze() -> str:
-    path = shutil.which("systemd-analyze")
-    if path is None:
-        reason = "systemd-analyze not found (Debian/Ubuntu: apt-get install systemd)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}, and CI=true: the unit must be checked in CI")
-        pytest.skip(reason)
-    return path
+    return require_tool("systemd-analyze", "Debian/Ubuntu: apt-get install systemd")
 
 
 def analyze(*args: str) -> subprocess.CompletedProcess[str]:
