@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from oomwatch.agent.analyze import analyze
 from oomwatch.agent.atomic import write_atomic
-from oomwatch.agent.joboutput import JobOutput, job_outputs
+from oomwatch.agent.joboutput import JobOutput, OutputFile, job_outputs, locate_outputs
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgRecord
@@ -65,6 +65,8 @@ class Incidents:
         self.last_time: float | None = None
         self.last_tick: Tick | None = None
         self._reported: dict[int, float] = {}  # pid -> when an incident for it was started (recent ones)
+        # job -> (the processes its output files were located through, the files, when last seen)
+        self._outputs: dict[str, tuple[frozenset[int], list[OutputFile], float]] = {}
         self._engine: tuple[Any, Any, Any, Any] | None = None
         self._engine_lock = threading.Lock()  # loading it takes ~0.7 s: never under the samples' lock
 
@@ -98,6 +100,20 @@ class Incidents:
             for pid in [pid for pid, t in self._reported.items() if tick.time - t > self.window]:
                 del self._reported[pid]
             self.last_tick = tick
+            for job in [j for j, (_, _, t) in self._outputs.items() if tick.time - t > self.window]:
+                del self._outputs[job]  # a job gone for a while (kept until then: its kill is handled later)
+            outputs = dict(self._outputs)
+        located = {}
+        for job, members in tick.jobs().items():
+            # where the job's output goes, found while it runs (stat of two descriptors of its launcher
+            # and ranks, again only when those processes change)
+            ordered = _log_writers(members)
+            writers = frozenset(ordered)
+            before = outputs.get(job)
+            files = before[1] if before is not None and before[0] == writers else locate_outputs(ordered, self.proc)
+            located[job] = (writers, files, tick.time)
+        with self.lock:
+            self._outputs.update(located)
 
     def last_sample(self, pid: int) -> ProcessSample | None:
         """The latest sample of a job process seen in the last ``window`` seconds (also a gone one)."""
@@ -167,11 +183,10 @@ class Incidents:
         ranks first (their output is the job's log)."""
         if job is None:
             return []
-        order = {"launcher": 0, "rank": 1}
         with self.lock:
             members = [s for _, s in self.seen.values() if s.job == job and s.pid != victim]
-        pids = [s.pid for s in sorted(members, key=lambda s: (order.get(s.role, 2), s.rank or 0, s.pid))]
-        return job_outputs(pids, self.proc)
+            known = self._outputs[job][1] if job in self._outputs else []
+        return job_outputs(_log_writers(members), self.proc, known)
 
     def _write(
         self,
@@ -370,6 +385,15 @@ class Incidents:
             "node": [asdict(n) for n in node],
         }
         return doc, _Rows(list(procs), list(node), cgroups)
+
+
+def _log_writers(members: list[ProcessSample]) -> list[int]:
+    """The processes whose stdout/stderr is the job's log: its launchers and ranks; without those, the
+    first few of the rest, parents before workers (workers come and go each epoch)."""
+    order = {"launcher": 0, "rank": 1, "unknown": 2}
+    ranked = sorted(members, key=lambda s: (order.get(s.role, 3), s.rank or 0, s.pid))
+    leading = [s.pid for s in ranked if s.role in ("launcher", "rank")]
+    return leading or [s.pid for s in ranked[:4]]
 
 
 def _what_was_read(outputs: list[JobOutput]) -> list[dict[str, Any]]:

@@ -48,9 +48,21 @@ def _read(link: Path, size: int) -> bytes:
     return head + tail
 
 
-def job_outputs(pids: Iterable[int], proc: Path = Path("/proc")) -> list[JobOutput]:
-    """The regular files that ``pids`` write their stdout/stderr to (at most ``MAX_FILES``), read."""
-    out: list[JobOutput] = []
+@dataclass(frozen=True)
+class OutputFile:
+    """Where a job's output goes, found while it runs: a job is often gone by the time its kill is
+    handled (torchrun ends the other ranks and exits within a fraction of a second)."""
+
+    path: str  # as the fd link names it (" (deleted)" when removed)
+    pid: int
+    fd: int
+    dev: int
+    ino: int
+
+
+def locate_outputs(pids: Iterable[int], proc: Path = Path("/proc")) -> list[OutputFile]:
+    """The regular files that ``pids`` write their stdout/stderr to (at most ``MAX_FILES``), not read."""
+    out: list[OutputFile] = []
     seen: set[tuple[int, int]] = set()
     for pid in pids:
         for fd in (1, 2):
@@ -60,11 +72,38 @@ def job_outputs(pids: Iterable[int], proc: Path = Path("/proc")) -> list[JobOutp
                 if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
                     continue
                 seen.add((st.st_dev, st.st_ino))
-                name = os.readlink(link)
-                data = _read(link, st.st_size)
+                out.append(OutputFile(os.readlink(link), pid, fd, st.st_dev, st.st_ino))
             except OSError:
                 continue  # gone, or not ours to read
-            out.append(JobOutput(name, pid, st.st_size, data))
             if len(out) >= MAX_FILES:
                 return out
+    return out
+
+
+def _read_same(where: Path, f: OutputFile) -> JobOutput | None:
+    """``f`` read through ``where`` (its fd link, or its path), if that is still the same file."""
+    try:
+        st = os.stat(where)
+        if (st.st_dev, st.st_ino) != (f.dev, f.ino):
+            return None  # the process is gone (pid reused), or the log was replaced
+        return JobOutput(f.path, f.pid, st.st_size, _read(where, st.st_size))
+    except OSError:
+        return None  # gone, or not ours to read
+
+
+def job_outputs(pids: Iterable[int], proc: Path = Path("/proc"), known: Iterable[OutputFile] = ()) -> list[JobOutput]:
+    """The job's output files, read (at most ``MAX_FILES``): those of ``pids`` still running, through
+    their descriptors (works for a deleted file); then those ``known`` from earlier, through the
+    descriptor if its process still runs, else by path."""
+    out: list[JobOutput] = []
+    read: set[tuple[int, int]] = set()
+    for f in [*locate_outputs(pids, proc), *known]:
+        if len(out) >= MAX_FILES:
+            break
+        if (f.dev, f.ino) in read:
+            continue
+        got = _read_same(proc / str(f.pid) / "fd" / str(f.fd), f) or _read_same(Path(f.path), f)
+        if got is not None:
+            out.append(got)
+            read.add((f.dev, f.ino))
     return out

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from oomwatch.agent.joboutput import HEAD, TAIL, job_outputs
+from oomwatch.agent.joboutput import HEAD, TAIL, job_outputs, locate_outputs
 
 WRITER = """
 import sys, time
@@ -82,3 +82,22 @@ def test_a_small_file_is_read_whole(tmp_path: Path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_file_located_while_the_job_ran_is_read_after_it_exited(tmp_path: Path):
+    """torchrun ends the other ranks and exits within a fraction of a second of a kill: the files
+    found while the job ran are read by path, if they are still the same file."""
+    log = tmp_path / "train.log"
+    with open(log, "wb") as out:
+        p = _writer(tmp_path, 3, out, subprocess.STDOUT)
+    _wait_ready(log, 4)
+    known = locate_outputs([p.pid])
+    assert [(f.path, f.pid, f.fd) for f in known] == [(str(log), p.pid, 1)]
+    p.kill()
+    p.wait()
+    assert job_outputs([p.pid]) == []  # nothing to read through: the process is gone
+    (o,) = job_outputs([p.pid], known=known)
+    assert o.path == str(log) and o.data == log.read_bytes()
+    log.rename(tmp_path / "old.log")
+    log.write_text("another job's log\n")  # replaced: not this job's output any more
+    assert job_outputs([], known=known) == []
