@@ -16,8 +16,10 @@ from oomwatch.exitcodes import Exit, for_verdict
 from oomwatch.sources import display_name, input_size, read_chunks
 
 if TYPE_CHECKING:
+    from oomwatch.engine.api import Engine
     from oomwatch.engine.diagnosis import Diagnosis
     from oomwatch.engine.loader import RuleSet
+    from oomwatch.engine.model import Program
     from oomwatch.engine.scanner import ScanResult
 
 # The engine (rules, prefilter, Hyperscan) is imported by the commands that use it: the agent
@@ -39,14 +41,9 @@ def main() -> None:
 
 
 def _load(rules_dirs: tuple[Path, ...]) -> RuleSet:
-    from oomwatch.engine.loader import load_rules
+    from oomwatch.engine.api import Engine
 
-    rules = load_rules(rules_dirs)
-    if rules.errors:
-        first = rules.errors[0]
-        more = f" (and {len(rules.errors) - 1} more; run `oomwatch rules lint`)" if len(rules.errors) > 1 else ""
-        raise RulesError(f"rules cannot be loaded: {first}{more}")
-    return rules
+    return Engine.load(rules_dirs).rules
 
 
 @contextmanager
@@ -78,9 +75,22 @@ def _progress(path: str) -> Iterator[Callable[[int], None] | None]:
     help="The agent's history.db: the victims' roles as seen live, and what grew in their job before the "
     "kill, are merged into the diagnosis.",
 )  # fmt: skip
+@click.option(
+    "--script", "scripts", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The training script that ran (repeatable): read, never run, with the modules it imports from its "
+    "folder, for the calls behind each cause (keep_in_memory=True, torch.load without mmap...). Without it, "
+    "a script the logs name (`train.py FAILED`, a traceback's file) is read when it is here.",
+)  # fmt: skip
+@click.option("--no-code", is_flag=True, help="Read no script at all, neither given nor named by the logs.")
 @click.option("--backend", type=click.Choice(["hyperscan", "re2", "re"]), default=None, hidden=True)
 def diagnose_cmd(
-    logs: tuple[str, ...], fmt: str, rules_dirs: tuple[Path, ...], history_db: Path | None, backend: str | None
+    logs: tuple[str, ...],
+    fmt: str,
+    rules_dirs: tuple[Path, ...],
+    history_db: Path | None,
+    scripts: tuple[Path, ...],
+    no_code: bool,
+    backend: str | None,
 ) -> None:
     """Read logs and say whether the job died of memory, which kind, who died, and why.
 
@@ -101,35 +111,54 @@ def diagnose_cmd(
       ...
       $ kubectl describe pod trainer-0 | oomwatch diagnose --format markdown -
     """
-    from oomwatch.engine.diagnose import diagnose
-    from oomwatch.engine.scanner import Scanner
+    from oomwatch.engine.api import Engine
     from oomwatch.report import RENDERERS
 
     try:
-        rules = _load(rules_dirs)
-        scanner = Scanner(rules, backend=backend)
+        engine = Engine.load(rules_dirs, backend=backend)
         scans: list[ScanResult] = []
         if sum(1 for p in logs if p == "-") > 1:
             raise OomwatchError("`-` (standard input) can be given only once")
         for path in logs:
             with _progress(path) as update:
-                scans.append(scanner.scan(display_name(path), read_chunks(path), progress=update))
+                scans.append(engine.scan(display_name(path), read_chunks(path), progress=update))
     except OomwatchError as exc:
         click.echo(f"oomwatch: {exc}", err=True)
         sys.exit(Exit.RULES_INVALID if isinstance(exc, RulesError) else Exit.USAGE)
-    result = diagnose(scans, rules)
+    program = None if no_code else _program(scripts, logs, scans)
+    result = engine.diagnose(scans, program=program)
     if history_db is not None:
-        result = _with_history(result, scans, rules, history_db)
+        result = _with_history(result, scans, engine, history_db, program)
     click.echo(RENDERERS[fmt](result), nl=False)
     sys.exit(for_verdict(result.verdict))
 
 
-def _with_history(result: Diagnosis, scans: list[ScanResult], rules: RuleSet, db: Path) -> Diagnosis:
+def _program(scripts: tuple[Path, ...], logs: tuple[str, ...], scans: list[ScanResult]) -> Program | None:
+    """The code that ran: the scripts given, else those the logs name that exist here (relative
+    to the current directory or to the log's folder)."""
+    from oomwatch.scripts import read_program, scripts_named
+
+    extra = list(scripts)
+    if not extra:
+        texts = [line.text for s in scans for line in (*(s.before_failure or ()), *s.last_lines)]
+        folders = [Path.cwd(), *(Path(p).parent for p in logs if p != "-")]
+        for named in scripts_named(texts):
+            found = next((f / named for f in folders if (f / named).is_file()), None)
+            if found is not None:
+                extra.append(found)
+    if not extra:
+        return None
+    program = read_program((), Path.cwd(), extra)
+    return program if program.files else None
+
+
+def _with_history(
+    result: Diagnosis, scans: list[ScanResult], engine: Engine, db: Path, program: Program | None = None
+) -> Diagnosis:
     import dataclasses
 
     from oomwatch.agent.history import open_readonly
     from oomwatch.agent.merge import from_history
-    from oomwatch.engine.diagnose import diagnose
 
     try:
         store = open_readonly(db)
@@ -141,7 +170,7 @@ def _with_history(result: Diagnosis, scans: list[ScanResult], rules: RuleSet, db
         known, live, note = from_history(store, pids)
     finally:
         store.close()
-    merged = diagnose(scans, rules, known=known, live=live) if known else result
+    merged = engine.diagnose(scans, known=known, live=live, program=program) if known else result
     return dataclasses.replace(merged, notes=(*merged.notes, note))
 
 

@@ -45,8 +45,8 @@ def _host_paths(proc_root: Path, sys_root: Path) -> HostPaths:
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="A YAML file with listen, interval, pss_budget, top_n, web_config, state_dir, kernel_log; flags win "
-    "over it. Re-read on SIGHUP (state_dir and kernel_log: at the next start).",
+    help="A YAML file with listen, interval, pss_budget, top_n, web_config, state_dir, kernel_log, read_code; "
+    "flags win over it. Re-read on SIGHUP (state_dir and kernel_log: at the next start).",
 )
 @click.option(
     "--web-config",
@@ -238,8 +238,29 @@ def top_cmd(interval: float, once: bool, fmt: str, pss_budget: float, proc_root:
     metavar="FRACTION",
     help="CPU spent reading smaps_rollup (USS/PSS) of the command's processes, fraction of a core.",
 )
+@click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="Print nothing of oomwatch's own (the command's output still passes through): for wrappers and CI, "
+    "with --report for the diagnosis.",
+)
+@click.option(
+    "--no-code",
+    is_flag=True,
+    help="Do not read the script the command runs. By default it is read (never run, never sent "
+    "anywhere), with the modules it imports from its folder, for the calls behind each cause "
+    "(keep_in_memory=True, torch.load without mmap, a Manager().dict() cache...).",
+)
 def run_cmd(
-    command: tuple[str, ...], interval: float, fmt: str, report: Path | None, no_capture: bool, pss_budget: float
+    command: tuple[str, ...],
+    interval: float,
+    fmt: str,
+    report: Path | None,
+    no_capture: bool,
+    pss_budget: float,
+    quiet: bool,
+    no_code: bool,
 ) -> None:
     """Run a command, watch its memory, and say why it died if it does.
 
@@ -262,21 +283,25 @@ def run_cmd(
         raise click.BadParameter("--interval must be > 0")
     logging.getLogger("oomwatch.agent").setLevel(logging.ERROR)
     try:
-        result = run_command(command, interval=interval, pss_budget=pss_budget, capture=not no_capture)
+        result = run_command(
+            command, interval=interval, pss_budget=pss_budget, capture=not no_capture, read_code=not no_code
+        )
     except FileNotFoundError as exc:
         click.echo(f"oomwatch: {exc}", err=True)
         sys.exit(127)
     status = exit_status(result.returncode)
     how = f"was killed by signal {-result.returncode}" if result.returncode < 0 else f"exited with {status}"
     head = f"oomwatch run: {command[0]} {how} after {result.duration:.1f}s"
-    if result.diagnosis is None:
+    if quiet:
+        pass
+    elif result.diagnosis is None:
         click.echo(head, err=True)
     else:
         click.echo(f"\n{head}\n", err=True)
         click.echo(RENDERERS[fmt](result.diagnosis), nl=False, err=True)
         click.echo("", err=True)
         click.echo(render_samples(result.recorder, interval), nl=False, err=True)
-    for note in result.notes:
+    for note in result.notes if not quiet else ():
         click.echo(f"note: {note}", err=True)
     if report is not None:
         doc = {

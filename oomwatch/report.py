@@ -89,8 +89,11 @@ def render_text(d: Diagnosis) -> str:
         out.append("Evidence:")
         out.extend(f"  {_where(e)}: {_clip(e.text)}" for e in d.evidence)
         out.append("")
-    for i, c in enumerate(d.causes, 1):
-        out.extend(_cause_text(i, c))
+    if d.cause_determined is not False:
+        for i, c in enumerate(d.causes, 1):
+            out.extend(_cause_text(i, c))
+    else:
+        out.extend(_undetermined_text(d))
     if d.notes:
         out.append("Notes:")
         out.extend(f"  - {n}" for n in d.notes)
@@ -104,8 +107,34 @@ def render_text(d: Diagnosis) -> str:
     return "\n".join(out) + "\n"
 
 
-def _cause_text(i: int, c: Cause) -> list[str]:
-    head = f"Why ({i}): {c.title} [{c.id}, confidence {c.confidence:.2f}]"
+def _split(d: Diagnosis) -> tuple[list[Cause], Cause | None]:
+    """(the candidate causes, the fallback that says what to collect)."""
+    candidates = [c for c in d.causes if c.id != "unknown"]
+    return candidates, next((c for c in d.causes if c.id == "unknown"), None)
+
+
+def undetermined_line(d: Diagnosis) -> str:
+    candidates, _ = _split(d)
+    if not candidates:
+        return "Cause: not determined from this evidence: nothing in it points to a known mechanism."
+    named = ", ".join(f"{c.id} ({c.confidence:.2f})" for c in candidates[:3])
+    return f"Cause: not determined from this evidence: it fits more than one cause, or too weakly ({named})."
+
+
+def _undetermined_text(d: Diagnosis) -> list[str]:
+    candidates, collect = _split(d)
+    out = [undetermined_line(d), ""]
+    for i, c in enumerate(candidates, 1):
+        out.extend(_cause_text(i, c, "Candidate"))
+    if collect is not None and collect.reasons:
+        out.append("To tell the causes apart, collect:")
+        out.extend(f"  - {r.removeprefix('collect ')}" for r in collect.reasons)
+        out.append("")
+    return out
+
+
+def _cause_text(i: int, c: Cause, label: str = "Why") -> list[str]:
+    head = f"{label} ({i}): {c.title} [{c.id}, confidence {c.confidence:.2f}]"
     out = [head]
     out.extend(f"  {line}" for line in textwrap.wrap(c.mechanism, 96))
     out.extend(f"  - {r}" for r in c.reasons)
@@ -121,8 +150,8 @@ def _cause_text(i: int, c: Cause) -> list[str]:
     return out
 
 
-def _cause_markdown(i: int, c: Cause) -> list[str]:
-    out = [f"**Why ({i}): {c.title}** — `{c.id}`, confidence {c.confidence:.2f}", "", c.mechanism, ""]
+def _cause_markdown(i: int, c: Cause, label: str = "Why") -> list[str]:
+    out = [f"**{label} ({i}): {c.title}** — `{c.id}`, confidence {c.confidence:.2f}", "", c.mechanism, ""]
     out.extend(f"- {r}" for r in c.reasons)
     if c.reasons:
         out.append("")
@@ -154,8 +183,18 @@ def render_markdown(d: Diagnosis) -> str:
         out.append("```")
         out.append("</details>")
         out.append("")
-    for i, c in enumerate(d.causes, 1):
-        out.extend(_cause_markdown(i, c))
+    if d.cause_determined is not False:
+        for i, c in enumerate(d.causes, 1):
+            out.extend(_cause_markdown(i, c))
+    else:
+        candidates, collect = _split(d)
+        out.extend([f"**{undetermined_line(d)}**", ""])
+        for i, c in enumerate(candidates, 1):
+            out.extend(_cause_markdown(i, c, "Candidate"))
+        if collect is not None and collect.reasons:
+            out.extend(["To tell the causes apart, collect:", ""])
+            out.extend(f"- {r.removeprefix('collect ')}" for r in collect.reasons)
+            out.append("")
     if d.notes:
         out.extend(f"> {n}" for n in d.notes)
         out.append("")

@@ -16,15 +16,17 @@ KERNEL_FILES = ("kmsg.txt", "dmesg.txt", "dmesg-T.txt", "dmesg-iso.txt", "dmesg-
 
 # capture -> (verdict from the console alone, confirmed, role of the kernel's victim, rank)
 EXPECTED = {
-    "memcg_python_hog": ("no_oom_evidence", False, "unknown", None),
+    # a lone Python process in the job's cgroup is the job's training process: "rank" with no number
+    "memcg_python_hog": ("no_oom_evidence", False, "rank", None),
     "memcg_dataloader_worker": ("host_oom", False, "dataloader_worker", None),
     "memcg_torchrun_rank": ("host_oom", False, "rank", 1),
     "memcg_distributed_launch_rank": ("host_oom", False, "rank", 1),
-    "memcg_mp_spawn_rank": ("host_oom", False, "unknown", None),
-    "shell_killed": ("host_oom", False, "unknown", None),
-    "shell_killed_script": ("host_oom", False, "unknown", None),
-    "shell_killed_dash": ("host_oom", False, "unknown", None),
-    "shell_killed_interactive": ("host_oom", False, "unknown", None),
+    # the launcher names the rank it lost (no pid), the kernel the pid it killed: one process
+    "memcg_mp_spawn_rank": ("host_oom", False, "rank", 1),
+    "shell_killed": ("host_oom", False, "rank", None),
+    "shell_killed_script": ("host_oom", False, "rank", None),
+    "shell_killed_dash": ("host_oom", False, "rank", None),
+    "shell_killed_interactive": ("host_oom", False, "rank", None),
     "torchrun_healthy": ("no_oom_evidence", False, None, None),
     "torchrun_exception": ("other_crash", True, None, None),
     "torchrun_segfault": ("other_crash", True, None, None),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oomwatch.agent.forecast import fit
-from oomwatch.engine.model import Evidence, LiveEvidence
+from oomwatch.engine.model import Evidence, LiveEvidence, LiveProcess
 from oomwatch.engine.sizes import human
 
 SOURCE = "agent history"
@@ -180,7 +180,16 @@ def analyze(
                 ev(f"{_who(s)}: anonymous memory {human(a0[1])} → {human(a1[1])} ({_clock(a0[0])}–{_clock(a1[0])})"),
             )
     _swap_and_pressure(list(node), list(cgroups), facts, evidence, ev)
-    return LiveEvidence(facts=facts, evidence=evidence)
+    return LiveEvidence(facts=facts, evidence=evidence, processes=tuple(_live(s) for s in series.values()))
+
+
+def _live(s: _Series) -> LiveProcess:
+    """A process's private memory over time for the engine (its USS when smaps was read at least 3
+    times over MIN_SPAN, else its anonymous memory)."""
+    uss = s.known(3)
+    if len(uss) >= 3 and uss[-1][0] - uss[0][0] >= MIN_SPAN:
+        return LiveProcess(s.pid, s.comm, s.role, s.rank, "USS", tuple(uss))
+    return LiveProcess(s.pid, s.comm, s.role, s.rank, "anonymous", tuple(s.known(2)))
 
 
 def _swap_and_pressure(

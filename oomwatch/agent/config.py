@@ -9,6 +9,7 @@ Example (``deploy/systemd/agent.yaml``)::
     # web_config: /etc/oomwatch/web.yaml
     # state_dir: /var/lib/oomwatch
     # kernel_log: /var/log/kern.log   # only where /dev/kmsg cannot be read; "journal": journalctl -k -f
+    # read_code: false                # never read the jobs' training scripts for the code rules
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class AgentConfig:
     web_config: Path | None = None  # TLS and basic auth (Prometheus exporter-toolkit format)
     state_dir: Path = Path("/var/lib/oomwatch")  # history.db, incidents/, kmsg-position.json
     kernel_log: Path | None = None  # follow this file for OOM reports instead of /dev/kmsg (kern.log)
+    # an incident reads the script the job runs (never runs it, never sends it anywhere) for the calls
+    # behind each cause (keep_in_memory=True, torch.load without mmap...): false turns it off
+    read_code: bool = True
 
 
 KEYS = {f.name for f in fields(AgentConfig)}
@@ -71,6 +75,10 @@ def validate(values: Mapping[str, Any], where: str) -> dict[str, Any]:
             out[key] = float(_number(where, key, value, 0.0, 1.0))
         elif key == "top_n":
             out[key] = int(_number(where, key, value, 0, 100_000, integer=True))
+        elif key == "read_code":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: read_code must be true or false, not {value!r}")
+            out[key] = value
         elif key in ("web_config", "state_dir", "kernel_log"):
             if not isinstance(value, (str, Path)) or not str(value):
                 raise ConfigError(f"{where}: {key} must be a path")

@@ -83,7 +83,7 @@ class Agent:
         try:
             state.mkdir(parents=True, exist_ok=True)
             self.history = HistoryStore(state / "history.db", notices=notices)
-            self.incidents = Incidents(state, self.history, proc=self.paths.proc)
+            self.incidents = Incidents(state, self.history, proc=self.paths.proc, read_code=self.config.read_code)
         except OSError as exc:
             notices.say("state", f"cannot use the state directory {state} ({exc.strerror or exc}): no history and "
                         "no incident files (set --state-dir or state_dir to a writable directory)")  # fmt: skip
@@ -240,6 +240,8 @@ class Agent:
         self.config = new
         self.sampler.reload(pss_budget=new.pss_budget, top_n=new.top_n)
         self.collector.top_n, self.collector.budget_fraction = new.top_n, new.pss_budget
+        if self.incidents is not None:
+            self.incidents.read_code = new.read_code
         # the web config file may have changed even where its path did not (new certificate, new users)
         if new.listen != old.listen or new.web_config is not None or old.web_config is not None:
             self._restart_server(new, web)

@@ -4,7 +4,7 @@
 Roles come from :mod:`oomwatch.agent.roles`. Jobs:
 
 - a *tree* is a process with a training role (launcher, rank, dataloader_worker, manager, or the
-  ``unknown`` parent of workers) together with its ancestors and descendants that have one too; its
+  training parent of workers) together with its ancestors and descendants that have one too; its
   root is the topmost of them;
 - the tree's job id is the first found, walking its members parents first, of ``TORCHELASTIC_RUN_ID``
   (as is), ``SLURM_JOB_ID`` (``slurm-<id>``), the Kubernetes pod uid in the cgroup path

@@ -535,7 +535,21 @@ def _header(doc: dict[str, Any]) -> str:
         f'<p class="summary">{_text(diag.get("summary") or "No diagnosis summary.")}</p>',
     ]
     causes = _rows(diag.get("causes"))
-    if causes:
+    candidates = [c for c in causes if c.get("id") != "unknown"]
+    if causes and not diag.get("cause_determined", True):
+        named = ", ".join(
+            f"{c.get('title') or c.get('id')} ({_num(c.get('confidence')) or 0:.0%})" for c in candidates[:3]
+        )
+        cause = ["<h2>Cause: not determined from this evidence</h2>"]
+        cause.append(f'<p class="others">Candidates: {_text(named)}</p>' if named else
+                     '<p class="others">Nothing in the evidence points to a known mechanism.</p>')  # fmt: skip
+        collect = [str(r).removeprefix("collect ") for c in causes if c.get("id") == "unknown"
+                   for r in c.get("reasons") or []]  # fmt: skip
+        if collect:
+            items = "".join(f"<li>{_text(x)}</li>" for x in collect)
+            cause.append(f'<h3>To tell the causes apart, collect</h3><ul class="collect">{items}</ul>')
+        out.append('<section class="cause">' + "".join(cause) + "</section>")
+    elif causes:
         top = causes[0]
         conf = _num(top.get("confidence"))
         conf_text = f' <span class="confidence">confidence {conf:.0%}</span>' if conf is not None else ""
@@ -628,3 +642,8 @@ def render_incident_html(doc: dict[str, Any]) -> str:
 def write_incident_html(doc: dict[str, Any], path: Path) -> None:
     """Render ``doc`` and write it to ``path`` atomically (a temporary file beside it, then a rename)."""
     write_atomic(path, render_incident_html(doc))
+
+
+def _named(cause: dict[str, Any]) -> str:
+    """A candidate cause with its confidence: "Every rank loads the checkpoint (35%)"."""
+    return f"{cause.get('title') or cause.get('id')} ({_num(cause.get('confidence')) or 0:.0%})"

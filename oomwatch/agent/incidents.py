@@ -18,10 +18,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oomwatch.agent import jobcode
 from oomwatch.agent.analyze import analyze
 from oomwatch.agent.atomic import write_atomic
 from oomwatch.agent.joboutput import JobOutput, OutputFile, job_outputs, locate_outputs
 from oomwatch.agent.model import ProcessSample, Tick
+from oomwatch.engine.model import Evidence, Observed, Program, Victim
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgRecord
 
@@ -33,8 +35,9 @@ log = logging.getLogger("oomwatch.agent")
 INCIDENT_SCHEMA = "oomwatch.incident/v1"
 RECENT_KEPT = 100  # incidents kept for oomwatch_incident_timestamp_seconds...
 RECENT_SECONDS = 3600.0  # ...for an hour: also those written before a restart, read back from disk
-NO_REMEDY = "No cause stood out: the incident on the node has the evidence (oomwatch incidents show)."
+NO_REMEDY = "Cause not determined: the incident lists the candidates and what to collect (oomwatch incidents show)."
 WINDOW = 300.0  # seconds of history put into an incident, and of gone processes remembered
+MAX_NEIGHBOURS = 64  # siblings of a job's log writer looked at for the reader of its pipe
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -49,6 +52,7 @@ class Incidents:
         history: HistoryStore | None = None,
         window: float = WINDOW,
         proc: Path = Path("/proc"),
+        read_code: bool = True,
     ) -> None:
         self.proc = proc
         self.dir = incident_dir(state_dir)
@@ -65,9 +69,10 @@ class Incidents:
         self.last_time: float | None = None
         self.last_tick: Tick | None = None
         self._reported: dict[int, float] = {}  # pid -> when an incident for it was started (recent ones)
-        # job -> (the processes its output files were located through, the files, when last seen)
-        self._outputs: dict[str, tuple[frozenset[int], list[OutputFile], float]] = {}
-        self._engine: tuple[Any, Any, Any, Any] | None = None
+        # job -> where its output goes and what code it runs, found while it runs
+        self._located: dict[str, _Located] = {}
+        self.read_code = read_code  # read the job's script for the code rules (the config's read_code)
+        self._engine: tuple[Any, Any] | None = None
         self._engine_lock = threading.Lock()  # loading it takes ~0.7 s: never under the samples' lock
 
     def _load_recent(self, state_dir: Path) -> None:
@@ -78,11 +83,11 @@ class Incidents:
                 if float(doc["time"]) < since:
                     continue
                 v, diagnosis = doc["victim"], doc["diagnosis"]
-                top = (diagnosis.get("causes") or [{}])[0]
+                cause, remedy = alert_cause(diagnosis)
                 rank = "" if v.get("rank") is None else str(v["rank"])
                 self.recent.append((float(doc["time"]), v.get("job") or "", v.get("role") or "unknown", rank,
-                                    v.get("comm") or "", diagnosis.get("verdict") or "", top.get("id") or "unknown",
-                                    top.get("remedy") or NO_REMEDY, str(doc["id"])))  # fmt: skip
+                                    v.get("comm") or "", diagnosis.get("verdict") or "", cause, remedy,
+                                    str(doc["id"])))  # fmt: skip
             except (KeyError, TypeError, ValueError, AttributeError):
                 continue  # a file of another shape: listed by `oomwatch incidents`, not exported
         # list_incidents is sorted by file name, which starts with the UTC time: oldest first
@@ -100,20 +105,24 @@ class Incidents:
             for pid in [pid for pid, t in self._reported.items() if tick.time - t > self.window]:
                 del self._reported[pid]
             self.last_tick = tick
-            for job in [j for j, (_, _, t) in self._outputs.items() if tick.time - t > self.window]:
-                del self._outputs[job]  # a job gone for a while (kept until then: its kill is handled later)
-            outputs = dict(self._outputs)
+            for job in [j for j, loc in self._located.items() if tick.time - loc.time > self.window]:
+                del self._located[job]  # a job gone for a while (kept until then: its kill is handled later)
+            known = dict(self._located)
         located = {}
         for job, members in tick.jobs().items():
-            # where the job's output goes, found while it runs (stat of two descriptors of its launcher
-            # and ranks, again only when those processes change)
+            # where the job's output goes and what it runs, found while it runs (a few descriptors and
+            # links of its launcher and ranks, again only when those processes change)
             ordered = _log_writers(members)
             writers = frozenset(ordered)
-            before = outputs.get(job)
-            files = before[1] if before is not None and before[0] == writers else locate_outputs(ordered, self.proc)
-            located[job] = (writers, files, tick.time)
+            before = known.get(job)
+            if before is not None and before.writers == writers:
+                located[job] = _Located(writers, before.files, before.code, tick.time)
+                continue
+            code = jobcode.locate_code(ordered, self.proc) if self.read_code else None
+            near = _neighbours(tick, ordered)
+            located[job] = _Located(writers, locate_outputs(ordered, self.proc, near), code, tick.time)
         with self.lock:
-            self._outputs.update(located)
+            self._located.update(located)
 
     def last_sample(self, pid: int) -> ProcessSample | None:
         """The latest sample of a job process seen in the last ``window`` seconds (also a gone one)."""
@@ -130,17 +139,15 @@ class Incidents:
         with self.lock:
             self._reported[pid] = time.time()
 
-    def _load_engine(self) -> tuple[Any, Any, Any, Any]:
+    def _load_engine(self) -> tuple[Any, Any]:
         if self._engine is None:
-            from oomwatch.engine.diagnose import diagnose
+            from oomwatch.engine.api import Engine
             from oomwatch.engine.loader import load_rules
-            from oomwatch.engine.scanner import Scanner
             from oomwatch.report import RENDERERS
 
-            rules = load_rules(())
             # Python's re as the prefilter: a kernel report is ~100 lines, and Hyperscan's database
             # would add ~29 MB to the agent (measured) for no gain at that size.
-            self._engine = (rules, Scanner(rules, backend="re"), diagnose, RENDERERS)
+            self._engine = (Engine(load_rules(()), backend="re"), RENDERERS)
         return self._engine
 
     def warm(self) -> None:
@@ -162,21 +169,31 @@ class Incidents:
         self._report(pid)
         now = time.time()
         with self._engine_lock:
-            rules, scanner, diagnose, renderers = self._load_engine()
+            engine, renderers = self._load_engine()
         source = "kernel log (/dev/kmsg)" if seq is not None else "kernel log"
-        scan = scanner.scan(source, ["\n".join(lines).encode("utf-8", "replace") + b"\n"])
+        scan = engine.scan(source, "\n".join(lines).encode("utf-8", "replace") + b"\n")
         with self.lock:
-            known = {p: (s.role, s.rank) for p, (_, s) in self.seen.items()}
             victim = self.seen.get(pid, (None, None))[1]
         job = victim.job if victim is not None else None
-        outputs = self._job_outputs(job, pid)
-        scans = [scan] + [scanner.scan(f"job output {o.path}", [o.data]) for o in outputs]
-        history, rows = self._history(job, pid, now)
-        live = analyze(rows.processes, pid, node=rows.node, cgroups=rows.cgroups)
-        diagnosis = diagnose(scans, rules, known=known, live=live)
+        diagnosis, history, outputs = self._diagnose(engine, now, job, pid, [scan])
         return self._write(
             now, pid, victim, job, diagnosis, renderers, history, lines, seq, kernel_time, _what_was_read(outputs)
         )
+
+    def _diagnose(
+        self, engine: Any, now: float, job: str | None, pid: int, scans: list[Any], observed: Any = None
+    ) -> tuple[Any, dict[str, Any], list[JobOutput]]:
+        """The one diagnosis of an incident: ``scans`` (the kernel's report, if any) with the job's
+        output, the roles seen live, the history's analyzers and what the agent ``observed``."""
+        with self.lock:
+            known = {p: (s.role, s.rank) for p, (_, s) in self.seen.items()}
+        outputs = self._job_outputs(job, pid)
+        scans = scans + [engine.scan(f"job output {o.path}", o.data) for o in outputs]
+        history, rows = self._history(job, pid, now)
+        live = analyze(rows.processes, pid, node=rows.node, cgroups=rows.cgroups)
+        program = self._job_code(job)
+        diagnosis = engine.diagnose(scans, known=known, live=live, observed=observed, program=program)
+        return diagnosis, history, outputs
 
     def _job_outputs(self, job: str | None, victim: int) -> list[JobOutput]:
         """The job's stdout/stderr files, read through its other processes seen lately, launchers and
@@ -185,8 +202,19 @@ class Incidents:
             return []
         with self.lock:
             members = [s for _, s in self.seen.values() if s.job == job and s.pid != victim]
-            known = self._outputs[job][1] if job in self._outputs else []
-        return job_outputs(_log_writers(members), self.proc, known)
+            known = self._located[job].files if job in self._located else []
+            tick = self.last_tick
+        writers = _log_writers(members)
+        neighbours = _neighbours(tick, writers) if tick is not None else {}
+        return job_outputs(writers, self.proc, known, neighbours)
+
+    def _job_code(self, job: str | None) -> Program | None:
+        """The code the job runs, as located while it ran, read now."""
+        if job is None or not self.read_code:
+            return None
+        with self.lock:
+            ref = self._located[job].code if job in self._located else None
+        return jobcode.read_code(ref)
 
     def _write(
         self,
@@ -235,8 +263,7 @@ class Incidents:
         path = self.dir / f"{ident}.json"
         write_atomic(path, json.dumps(doc, indent=2) + "\n")
         write_atomic(self.dir / f"{ident}.txt", render_incident_text(doc, renderers["text"](diagnosis)))
-        top = (diag_json.get("causes") or [{}])[0]
-        cause, remedy = top.get("id") or "unknown", top.get("remedy") or NO_REMEDY
+        cause, remedy = alert_cause(diag_json)
         with self.lock:
             key = (
                 job or "",
@@ -265,87 +292,59 @@ class Incidents:
         )
         return path
 
-    def on_counted_kill(self, victim: ProcessSample, verdict: str, cgroup: str | None, count: int) -> Path:
+    def on_counted_kill(self, victim: ProcessSample, cgroup: str | None, count: int) -> Path:
         """An unconfirmed incident from the OOM-kill counters (see :class:`CounterKills`)."""
         self._report(victim.pid)
-        where = f"cgroup {cgroup}" if cgroup else "the node"
-        summary = (
-            f"The kernel's OOM-kill count of {where} rose by {count}, and pid {victim.pid} ({victim.comm}, "
-            f"{victim.role}) of job {victim.job} vanished in the same sample: most likely the victim. No kernel "
-            "report could be read (give the agent /dev/kmsg or --kernel-log) so this is not confirmed."
+        observed = Observed(
+            facts={"agent.counted_kills": count, "agent.kernel_log": False},
+            victims=(
+                _sampled_victim(
+                    victim,
+                    cgroup,
+                    f"OOM-kill count of {_where(cgroup)} rose by {count}; pid {victim.pid} vanished in the same sample",
+                ),
+            ),  # fmt: skip
+            values={"where": _where(cgroup), "kills": str(count), "job": str(victim.job), "pid": str(victim.pid)},
+            notes=("from the agent's OOM-kill counters and samples, without the kernel's report",),
         )
-        steps = (
-            f"Read the kernel's report for this pid: `dmesg -T | grep -B40 'Killed process {victim.pid} '` "
-            "(or journalctl -k).",
-        )
-        notes = ("from the agent's OOM-kill counters and samples, without the kernel's report",)
-        return self._agent_incident(victim, verdict, False, summary, cgroup, steps, notes)
+        return self._agent_incident(victim, observed)
 
     def on_sigkill(
         self,
         victims: list[ProcessSample],
-        verdict: str,
-        summary: str,
+        short: str | None,
+        died: str,
         notes: tuple[str, ...],
         kernel_time: float | None,
+        kernel_log: bool,
     ) -> Path:
         """An incident for training processes killed by SIGKILL with no OOM report for them (see
-        :mod:`oomwatch.agent.sigkills`): the first of ``victims`` is the one named; the verdict's
-        next steps come from its rule in rules/verdicts.yaml."""
-        with self._engine_lock:
-            rules = self._load_engine()[0]
-        rule = next((r for r in rules.verdicts if r.verdict == verdict), None)
-        steps = tuple(rule.next_steps) if rule is not None else ()
-        return self._agent_incident(victims[0], verdict, True, summary, victims[0].cgroup, steps, notes,
-                                    kernel_time=kernel_time)  # fmt: skip
+        :mod:`oomwatch.agent.sigkills`): the first of ``victims`` is the one named; ``short`` says
+        what showed memory short just before (None: it was not); ``died`` how the first one died.
+        rules/verdicts.yaml decides the verdict from these."""
+        first = victims[0]
+        others = ""
+        if len(victims) > 1:
+            rest = ", ".join(f"{v.pid} ({v.comm}, {v.role})" for v in victims[1:6])
+            more = f" and {len(victims) - 6} more" if len(victims) > 6 else ""
+            n = len(victims) - 1
+            others = f" With it, {n} other process{'es' if n > 1 else ''} of its cgroup died of SIGKILL: {rest}{more}."
+        observed = Observed(
+            facts={"agent.sigkilled": len(victims), "agent.memory_short": short is not None,
+                   "agent.kernel_log": kernel_log},
+            victims=(_sampled_victim(first, first.cgroup, died),),
+            values={"short": short or "", "others": others, "job": str(first.job), "pid": str(first.pid)},
+            notes=notes,
+        )  # fmt: skip
+        return self._agent_incident(first, observed, kernel_time=kernel_time)
 
-    def _agent_incident(
-        self,
-        victim: ProcessSample,
-        verdict: str,
-        confirmed: bool,
-        summary: str,
-        cgroup: str | None,
-        next_steps: tuple[str, ...],
-        notes: tuple[str, ...],
-        kernel_time: float | None = None,
-    ) -> Path:
-        """An incident whose diagnosis the agent makes itself (no kernel report to scan): the victim
-        as sampled, the causes that the history's facts and the hints in the job's output support."""
-        from oomwatch.engine.causes import rank_causes
-        from oomwatch.engine.diagnosis import Diagnosis
-        from oomwatch.engine.model import Victim
-
+    def _agent_incident(self, victim: ProcessSample, observed: Observed, kernel_time: float | None = None) -> Path:
+        """An incident with no kernel report to scan: what the agent observed, the job's output, the
+        roles seen live and the history, diagnosed by the engine like any other."""
         now = time.time()
         with self._engine_lock:
-            rules, scanner, diagnose, renderers = self._load_engine()
-        history, rows = self._history(victim.job, victim.pid, now)
-        live = analyze(rows.processes, victim.pid, node=rows.node, cgroups=rows.cgroups)
-        named = Victim(victim.pid, victim.comm, victim.role, victim.rank, victim.anon, victim.file, victim.shmem,
-                       cgroup, (), "agent")  # fmt: skip
-        outputs = self._job_outputs(victim.job, victim.pid)
-        events: list[Any] = []
-        hints: dict[str, Any] = {}
-        if outputs:  # what the job printed (keep_in_memory=True, a Manager()...): its hints count too
-            logs = diagnose([scanner.scan(f"job output {o.path}", [o.data]) for o in outputs], rules, live=live)
-            events = [e for e in logs.events if e.kind == "hint"]
-            hints = {k: v for k, v in logs.facts.items() if k.startswith("hints.")}
-        facts: dict[str, Any] = {**hints, "victim.role": victim.role, **live.facts}
-        causes = rank_causes(rules.causes, verdict, facts, events, [named], [], live)
-        diagnosis = Diagnosis(
-            verdict=verdict,
-            confirmed=confirmed,
-            summary=summary,
-            victims=(named,),
-            causes=tuple(causes),
-            events=tuple(events),
-            inputs=(),
-            next_steps=next_steps,
-            notes=notes,
-            rule=None,
-            evidence=(),
-            facts=facts,
-        )
+            engine, renderers = self._load_engine()
+        diagnosis, history, outputs = self._diagnose(engine, now, victim.job, victim.pid, [], observed)
         return self._write(
             now,
             victim.pid,
@@ -387,6 +386,28 @@ class Incidents:
         return doc, _Rows(list(procs), list(node), cgroups)
 
 
+def alert_cause(diagnosis: dict[str, Any]) -> tuple[str, str]:
+    """(cause id, one-line remedy) an alert carries: the top cause when it is determined, else
+    ``unknown`` and a remedy that says so (never a fix the evidence does not support)."""
+    top = (diagnosis.get("causes") or [{}])[0]
+    if not diagnosis.get("cause_determined", True) or not top.get("id") or top.get("id") == "unknown":
+        return "unknown", NO_REMEDY
+    return str(top["id"]), str(top.get("remedy") or NO_REMEDY)
+
+
+def _where(cgroup: str | None) -> str:
+    return f"cgroup {cgroup}" if cgroup else "the node"
+
+
+def _sampled_victim(p: ProcessSample, cgroup: str | None, said: str) -> Victim:
+    """A victim as the agent sampled it last; its evidence is the agent's own line ``said``."""
+    rank = f" rank {p.rank}" if p.rank is not None else ""
+    line = f"pid {p.pid} ({p.comm}, {p.role}{rank}): {said}"
+    return Victim(
+        p.pid, p.comm, p.role, p.rank, p.anon, p.file, p.shmem, cgroup, (Evidence("agent", 1, line),), "agent"
+    )
+
+
 def _log_writers(members: list[ProcessSample]) -> list[int]:
     """The processes whose stdout/stderr is the job's log: its launchers and ranks; without those, the
     first few of the rest, parents before workers (workers come and go each epoch)."""
@@ -399,6 +420,29 @@ def _log_writers(members: list[ProcessSample]) -> list[int]:
 def _what_was_read(outputs: list[JobOutput]) -> list[dict[str, Any]]:
     """The incident's record of the job output files read."""
     return [{"path": o.path, "pid": o.pid, "size": o.size, "read_bytes": len(o.data)} for o in outputs]
+
+
+@dataclass(frozen=True)
+class _Located:
+    """A job's output files and code, found through ``writers`` (its launchers and ranks) at ``time``."""
+
+    writers: frozenset[int]
+    files: list[OutputFile]
+    code: jobcode.CodeRef | None
+    time: float
+
+
+def _neighbours(tick: Tick, pids: list[int]) -> dict[int, list[int]]:
+    """The parent and the siblings of each of ``pids`` (not more than MAX_NEIGHBOURS): who may read a
+    pipe it writes (`| tee`, slurmstepd, a container shim)."""
+    parents = {p.pid: p.ppid for p in tick.processes}
+    wanted = {parents[pid] for pid in pids if pid in parents}
+    siblings: dict[int, list[int]] = {ppid: [] for ppid in wanted}
+    for p in tick.processes:
+        near = siblings.get(p.ppid)
+        if near is not None and len(near) < MAX_NEIGHBOURS:
+            near.append(p.pid)
+    return {pid: [parents[pid], *siblings[parents[pid]]] for pid in pids if pid in parents}
 
 
 @dataclass
@@ -514,15 +558,13 @@ class CounterKills:
             for p in suspects[: node - self._node_kills - explained]:
                 blamed.add(p.pid)
                 path = vanished[p.job or ""]
-                written.append(
-                    self.incidents.on_counted_kill(p, "cgroup_oom", path, node - self._node_kills - explained)
-                )
+                written.append(self.incidents.on_counted_kill(p, path, node - self._node_kills - explained))
         for entry in self._pending:
             path, jobs, count, _ = entry
             for p in [p for p in gone if p.job in jobs and p.pid not in blamed][:count]:
                 blamed.add(p.pid)
                 entry[2] -= 1
-                written.append(self.incidents.on_counted_kill(p, "cgroup_oom", path, count))
+                written.append(self.incidents.on_counted_kill(p, path, count))
             entry[3] -= 1
         self._pending = [e for e in self._pending if e[2] > 0 and e[3] > 0]
         if node is not None:

@@ -3,17 +3,19 @@ a ``Manager()``, ``torch.load``, its tracebacks) tells causes apart that memory 
 cannot, so an incident reads it too.
 
 A process's standard output and error are ``/proc/PID/fd/1`` and ``fd/2``; when one is a regular
-file (``nohup python train.py > train.log``, Slurm's ``slurm-%j.out``, a launcher's log directory),
+file (``nohup python train.py > train.log``, Slurm's ``slurm-%j.out``, torchrun's ``--log-dir``),
 its start and its end are read through that link (it works for a deleted file, and needs no access
-to the file's directory). Pipes, terminals and sockets (Kubernetes, systemd's journal) are skipped:
-there is nothing to re-read. Each file is read once per incident even when many processes share it.
+to the file's directory). When one is a pipe, the process reading it (``| tee train.log``, a logger,
+slurmstepd, a container shim: the writer's parent or a sibling) is found by the pipe's inode, and
+the regular files it writes are the job's output. Terminals and sockets are skipped: there is
+nothing to re-read. Each file is read once per incident even when many processes share it.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,8 @@ from pathlib import Path
 HEAD = 64 << 10  # the start: the configuration and the dataset loading are printed there
 TAIL = 256 << 10  # the end: what happened before the kill
 MAX_FILES = 4
+MAX_FDS = 256  # descriptors looked at in a pipe's candidate reader
+MAX_LOGS_OF_A_READER = 4  # a reader writing more files than this is no logger (tee writes one or two)
 
 
 @dataclass(frozen=True)
@@ -60,23 +64,92 @@ class OutputFile:
     ino: int
 
 
-def locate_outputs(pids: Iterable[int], proc: Path = Path("/proc")) -> list[OutputFile]:
-    """The regular files that ``pids`` write their stdout/stderr to (at most ``MAX_FILES``), not read."""
+def _regular(proc: Path, pid: int, fd: int) -> OutputFile | None:
+    link = proc / str(pid) / "fd" / str(fd)
+    try:
+        st = os.stat(link)  # the file itself (the link is followed)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return OutputFile(os.readlink(link), pid, fd, st.st_dev, st.st_ino)
+    except OSError:
+        return None  # gone, or not ours to read
+
+
+def _writes(proc: Path, pid: int, fd: int) -> bool:
+    """Whether ``fd`` of ``pid`` was opened for writing (its fdinfo flags: O_WRONLY or O_RDWR)."""
+    try:
+        text = (proc / str(pid) / "fdinfo" / str(fd)).read_text()
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("flags:"):
+            try:
+                return int(line.split()[1], 8) & 0o3 != 0
+            except (IndexError, ValueError):
+                return False
+    return False
+
+
+def _fds(proc: Path, pid: int) -> list[tuple[int, str]]:
+    try:
+        names = os.listdir(proc / str(pid) / "fd")
+    except OSError:
+        return []
+    out = []
+    for name in names[:MAX_FDS]:
+        try:
+            out.append((int(name), os.readlink(proc / str(pid) / "fd" / name)))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def pipe_readers_files(proc: Path, pid: int, fd: int, candidates: Iterable[int]) -> list[OutputFile]:
+    """The regular files written by the process among ``candidates`` that reads the pipe ``pid``'s
+    ``fd`` writes to (``python train.py | tee train.log``: tee's train.log, and its stdout if a file)."""
+    try:
+        pipe = os.readlink(proc / str(pid) / "fd" / str(fd))
+    except OSError:
+        return []
+    if not pipe.startswith("pipe:"):
+        return []
+    out: list[OutputFile] = []
+    for reader in candidates:
+        if reader == pid:
+            continue
+        fds = _fds(proc, reader)
+        if not any(link == pipe and not _writes(proc, reader, n) for n, link in fds):
+            continue
+        # a log on disk (not a deleted temporary file), from a program that writes few: a logger, not
+        # a shell or a test harness that happens to hold the pipe's other end
+        written = [n for n, link in fds if n != 0 and link.startswith("/") and not link.endswith(" (deleted)")
+                   and _writes(proc, reader, n)]  # fmt: skip
+        if len(written) > MAX_LOGS_OF_A_READER:
+            continue
+        out.extend(f for f in (_regular(proc, reader, n) for n in written) if f is not None)
+    return out
+
+
+def locate_outputs(
+    pids: Iterable[int], proc: Path = Path("/proc"), neighbours: Mapping[int, Sequence[int]] | None = None
+) -> list[OutputFile]:
+    """The regular files that ``pids`` write their stdout/stderr to, directly or through a pipe to a
+    process among ``neighbours[pid]`` (its parent and siblings), at most ``MAX_FILES``; not read."""
     out: list[OutputFile] = []
     seen: set[tuple[int, int]] = set()
     for pid in pids:
         for fd in (1, 2):
-            link = proc / str(pid) / "fd" / str(fd)
-            try:
-                st = os.stat(link)  # the file itself (the link is followed)
-                if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
+            direct = _regular(proc, pid, fd)
+            found = (
+                [direct] if direct is not None else pipe_readers_files(proc, pid, fd, (neighbours or {}).get(pid, ()))
+            )
+            for f in found:
+                if (f.dev, f.ino) in seen:
                     continue
-                seen.add((st.st_dev, st.st_ino))
-                out.append(OutputFile(os.readlink(link), pid, fd, st.st_dev, st.st_ino))
-            except OSError:
-                continue  # gone, or not ours to read
-            if len(out) >= MAX_FILES:
-                return out
+                seen.add((f.dev, f.ino))
+                out.append(f)
+                if len(out) >= MAX_FILES:
+                    return out
     return out
 
 
@@ -91,13 +164,18 @@ def _read_same(where: Path, f: OutputFile) -> JobOutput | None:
         return None  # gone, or not ours to read
 
 
-def job_outputs(pids: Iterable[int], proc: Path = Path("/proc"), known: Iterable[OutputFile] = ()) -> list[JobOutput]:
+def job_outputs(
+    pids: Iterable[int],
+    proc: Path = Path("/proc"),
+    known: Iterable[OutputFile] = (),
+    neighbours: Mapping[int, Sequence[int]] | None = None,
+) -> list[JobOutput]:
     """The job's output files, read (at most ``MAX_FILES``): those of ``pids`` still running, through
     their descriptors (works for a deleted file); then those ``known`` from earlier, through the
     descriptor if its process still runs, else by path."""
     out: list[JobOutput] = []
     read: set[tuple[int, int]] = set()
-    for f in [*locate_outputs(pids, proc), *known]:
+    for f in [*locate_outputs(pids, proc, neighbours), *known]:
         if len(out) >= MAX_FILES:
             break
         if (f.dev, f.ino) in read:

@@ -22,7 +22,8 @@ The first rule that matches wins (see :func:`assign_roles`):
    - else ``dataloader_worker``.
 
 7. A python process that is the parent of workers or managers but matched nothing above (a
-   single-process trainer without RANK in its environment): ``unknown``.
+   single-process trainer without RANK in its environment): ``rank``, with no rank number — the
+   training process itself (the kernel's report calls it ``python`` like its manager).
 
 Everything else is decided by :mod:`oomwatch.agent.discovery` once jobs are known: inside a job a python
 process is ``unknown`` and any other ``other``; outside any job, ``other``.
@@ -160,7 +161,7 @@ def assign_roles(procs: Sequence[ProcInfo]) -> dict[int, str]:
         if p.pid not in roles and is_python(p):
             kids = (roles.get(c.pid) for c in children.get(p.pid, []))
             if any(k in ("dataloader_worker", "manager") for k in kids):
-                roles[p.pid] = "unknown"
+                roles[p.pid] = "rank"
     return roles
 
 

@@ -7,6 +7,8 @@ through, and when it fails say why, from the samples, its output and the kernel'
   ``kernel.dmesg_restrict=1``); only the OOM reports that kill one of the command's processes are used.
 - Every process ever seen in the tree is remembered with its role, first/last/peak RSS, anon, USS,
   PSS and swap; the roles seen live beat any guess from names in the diagnosis.
+- The script the command runs (and the modules it imports from its folder) is read, not run, for
+  the calls behind each mechanism (``--no-code`` turns this off).
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ from typing import IO, Any
 from oomwatch.agent.analyze import analyze
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.agent.sampler import Sampler
-from oomwatch.engine.diagnose import diagnose
+from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.loader import load_rules
-from oomwatch.engine.scanner import Scanner
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 from oomwatch.paths import HostPaths
+from oomwatch.scripts import read_program
 
 HEAD_BYTES = 1 << 20
 TAIL_BYTES = 16 << 20
@@ -183,6 +185,7 @@ def run_command(
     paths: HostPaths | None = None,
     stdout: IO[bytes] | None = None,
     stderr: IO[bytes] | None = None,
+    read_code: bool = True,
 ) -> RunResult:
     paths = paths or HostPaths()
     notes: list[str] = []
@@ -244,22 +247,27 @@ def run_command(
     kernel_lines = [r.dmesg_line() for r in kernel]
     failed = returncode != 0 or bool(kernel)
     victim = kills[0][0] if kills else None
-    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim) if failed else None
+    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, read_code) if failed else None
     return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started)
 
 
 def _diagnose(
-    argv: Sequence[str], captures: list[Capture], kernel: list[str], rec: Recorder, victim: int | None
+    argv: Sequence[str],
+    captures: list[Capture],
+    kernel: list[str],
+    rec: Recorder,
+    victim: int | None,
+    read_code: bool = True,
 ) -> Diagnosis:
-    rules = load_rules(())
-    scanner = Scanner(rules)
+    engine = Engine(load_rules(()))
     scans = []
     name = " ".join(Path(a).name if i < 2 else a for i, a in enumerate(argv[:3]))[:40]
     for label, cap in zip(("stdout", "stderr"), captures, strict=False):
-        scans.append(scanner.scan(f"{name} ({label})", [cap.text()]))
+        scans.append(engine.scan(f"{name} ({label})", cap.text()))
     if kernel:
-        scans.append(scanner.scan("kernel log (/dev/kmsg)", ["\n".join(kernel).encode() + b"\n"]))
-    return diagnose(scans, rules, known=rec.roles(), live=analyze(rec.rows(), victim, node=rec.node))
+        scans.append(engine.scan("kernel log (/dev/kmsg)", "\n".join(kernel).encode() + b"\n"))
+    program = read_program(argv, Path.cwd()) if read_code else None
+    return engine.diagnose(scans, known=rec.roles(), live=analyze(rec.rows(), victim, node=rec.node), program=program)
 
 
 def _forward_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:

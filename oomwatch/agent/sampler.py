@@ -161,7 +161,9 @@ class Sampler:
         job, role = (m.job, m.role) if m is not None else (None, "other")
         if self.subtree is not None and job is None:
             job = f"run-{self.subtree}"
-            role = role if role in TRAINING_ROLES else "unknown" if t.info.pid == self.subtree else role
+            if role not in TRAINING_ROLES and t.info.pid == self.subtree:
+                # the command itself: a training process when it is Python (a single-process trainer)
+                role = "rank" if is_python(t.info) else "unknown"
         return job, role
 
     def _chosen(self, scope: list[Tracked]) -> list[tuple[Tracked, int]]:

@@ -147,34 +147,13 @@ class Sigkills:
     def _write(self, group: list[tuple[ProcExit, ProcessSample]], tick: Tick | None) -> None:
         group.sort(key=lambda g: -(g[1].rss or 0))  # the largest first: the one a memory killer picks
         ev, victim = group[0]
-        job = victim.job
-        short = memory_short(tick, job)
-        verdict = "userspace_oom_kill" if short else "sigkill_unexplained"
-        rank = f" rank {victim.rank}" if victim.rank is not None else ""
-        others = ""
-        if len(group) > 1:
-            rest = ", ".join(f"{v.pid} ({v.comm}, {v.role})" for _, v in group[1:6])
-            more = f" and {len(group) - 6} more" if len(group) > 6 else ""
-            n = len(group) - 1
-            others = f" With it, {n} other process{'es' if n > 1 else ''} of its cgroup died of SIGKILL: {rest}{more}."
         size = f", {human(victim.rss)} resident" if victim.rss is not None else ""
-        base = (
-            f"pid {victim.pid} ({victim.comm}, {victim.role}{rank}{size}) of job {job} was killed by SIGKILL, and "
-            "the kernel's OOM killer did not kill it"
-        )
-        if short:
-            summary = (
-                f"{base}; memory was short then ({short}): most likely a userspace OOM killer (systemd-oomd, "
-                f"earlyoom, the kubelet's eviction) acted before the kernel had to.{others}"
-            )
-        else:
-            summary = (
-                f"{base}, and memory was not short: the signal came from a process — a scheduler, a watchdog, "
-                f"the container runtime, or a kill -9.{others}"
-            )
+        died = f"died of SIGKILL{size} (wait status {ev.exit_code:#x}), and no OOM report names it"
         source = "the kernel's log has no OOM report for it" if self.kernel_log else "no kernel log could be read"
         notes = (
             f"from the kernel's process exit event (wait status {ev.exit_code:#x}: killed by signal "
             f"{ev.killed_by}); {source}",
         )
-        self.incidents.on_sigkill([v for _, v in group], verdict, summary, notes, ev.timestamp_ns / 1e9)
+        self.incidents.on_sigkill(
+            [v for _, v in group], memory_short(tick, victim.job), died, notes, ev.timestamp_ns / 1e9, self.kernel_log
+        )

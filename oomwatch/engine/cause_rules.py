@@ -12,10 +12,14 @@
         ...
       confirm: ...                          # a concrete command
       references: [https://...]
+      unless:                               # measurements that contradict it: the cause is dropped
+        - {when: {fact: history.worker_uss_growth_bytes, lt: 8388608}, says: "the workers' USS grew < 8 MiB"}
       fallback: false                       # true: appears only when no other cause does
 
 Evidence names: `hint:<hint>`, `event:<kind>`, `victim`, `tasks:peers`, `tasks:workers`,
-`tasks:top`. Confidence = min(0.95, sum of the weights of the signals that hold).
+`tasks:top`, `history:<topic>` (the live analyzers), `job:ranks`, `job:top_rank`, `job:outsider`,
+`growth`, `activity:<id>`, `code:<id>` (engine.derived). Confidence = min(0.95, sum of the weights
+of the signals that hold).
 """
 
 from __future__ import annotations
@@ -33,10 +37,13 @@ CAUSE_IDS = (
 )  # fmt: skip
 CAUSE_KEYS = {
     "id", "title", "remedy", "verdicts", "when", "signals", "mechanism", "fix", "confirm", "references",
-    "fallback", "__line__",
+    "fallback", "unless", "__line__",
 }  # fmt: skip
 MAX_REMEDY = 160
-EVIDENCE_KINDS = ("hint:", "event:", "victim", "tasks:peers", "tasks:workers", "tasks:top", "history:")
+EVIDENCE_KINDS = (
+    "hint:", "event:", "victim", "tasks:peers", "tasks:workers", "tasks:top", "history:", "job:", "growth",
+    "activity:", "code:",
+)  # fmt: skip
 MAX_CONFIDENCE = 0.95
 
 
@@ -62,11 +69,14 @@ class CauseRule:
     references: tuple[str, ...]
     fallback: bool
     source: str
+    unless: tuple[tuple[Condition, str], ...] = ()  # (condition, what it says) that rule the cause out
 
     def facts(self) -> set[str]:
         names = self.when.facts()
         for sig in self.signals:
             names |= sig.when.facts()
+        for cond, _ in self.unless:
+            names |= cond.facts()
         return names
 
 
@@ -101,6 +111,15 @@ def parse_cause(item: Any, source: str, verdicts: tuple[str, ...]) -> tuple[Caus
         if cond is not None:
             says = raw.get("says")
             signals.append(Signal(cond, weight, str(evidence) if evidence else None, str(says) if says else None))
+    unless: list[tuple[Condition, str]] = []
+    for raw in item.get("unless") or []:
+        if not isinstance(raw, dict) or "when" not in raw or "says" not in raw:
+            errs.append("each `unless` needs `when` and `says`")
+            continue
+        cond, cond_errs = parse_condition(raw["when"])
+        errs += cond_errs
+        if cond is not None:
+            unless.append((cond, " ".join(str(raw["says"]).split())))
     remedy = " ".join(str(item.get("remedy", "")).split())
     if "remedy" in item and not 0 < len(remedy) <= MAX_REMEDY:
         errs.append(f"remedy must be one line of 1 to {MAX_REMEDY} characters (it becomes an alert's label)")
@@ -120,6 +139,7 @@ def parse_cause(item: Any, source: str, verdicts: tuple[str, ...]) -> tuple[Caus
             references=tuple(str(r) for r in item.get("references") or ()),
             fallback=bool(item.get("fallback", False)),
             source=source,
+            unless=tuple(unless),
         ),
         [],
     )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from oomwatch.engine.causes import rank_causes
+from oomwatch.engine.causes import is_determined, rank_causes, with_what_to_collect
+from oomwatch.engine.derived import derived_facts
 from oomwatch.engine.diagnosis import Diagnosis
-from oomwatch.engine.facts import compute_facts, hint_names
+from oomwatch.engine.facts import agent_facts, compute_facts, hint_names
 from oomwatch.engine.loader import RuleSet
-from oomwatch.engine.model import Event, Evidence, LiveEvidence, OomReport
+from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.verdict import choose, render, template_values
 from oomwatch.engine.victims import build_victims
@@ -21,24 +22,39 @@ def diagnose(
     rules: RuleSet,
     known: Mapping[int, tuple[str, int | None]] | None = None,
     live: LiveEvidence | None = None,
+    observed: Observed | None = None,
+    program: Program | None = None,
 ) -> Diagnosis:
     """``known``: pid → (role, rank) seen live (``oomwatch run``'s samples); without it roles are
     inferred from names and launcher lines. ``live``: ``history.*`` facts and their evidence from
-    live samples (the agent's analyzers)."""
+    live samples (the agent's analyzers). ``observed``: what the agent saw itself (a SIGKILL in the
+    kernel's exit events, an OOM-kill counter): ``agent.*`` facts and the victims as sampled.
+    ``program``: the code that ran (the training script and its command line)."""
     events = [ev for s in scans for ev in s.events]
     reports = [r for s in scans for r in s.reports]
     victims = build_victims(reports, events, known)
+    if observed is not None:
+        seen = {v.pid for v in victims if v.pid is not None}
+        victims = [*(v for v in observed.victims if v.pid not in seen), *victims]
     facts = compute_facts(
         reports, events, victims, [s.kernel_share for s in scans], rules.events, hint_names(rules.fingerprints)
     )
+    facts.update(agent_facts(observed))
     if live is not None:
         facts.update({k: v for k, v in live.facts.items() if k.startswith("history.")})
+    found = derived_facts(scans, rules, reports, events, victims, known or {}, live, program)
+    facts.update(found.facts)
     rule = choose(rules.verdicts, facts)
-    values = template_values(victims, reports)
+    values = {**template_values(victims, reports), **(observed.values if observed is not None else {})}
     verdict = rule.verdict if rule else "no_oom_evidence"
     evidence = _evidence(rule.when.facts() if rule else set(), victims, events, reports, live)
-    causes = rank_causes(rules.causes, verdict, facts, events, victims, reports, live)
-    notes = _notes(facts, reports, events, verdict, live)
+    ruled_out: list[str] = []
+    causes = rank_causes(rules.causes, verdict, facts, events, victims, reports, live, found.evidence, ruled_out)
+    notes = [*(observed.notes if observed is not None else ()), *_notes(facts, reports, events, verdict, live)]
+    notes.extend(found.notes + ruled_out)
+    determined = is_determined(causes, rules.decide) if causes else None
+    if not determined and causes:
+        causes = with_what_to_collect(causes, rules.causes, facts, live)
     for s in scans:
         notes.extend(f"{s.file}: {n}" for n in s.notes)
     return Diagnosis(
@@ -54,6 +70,7 @@ def diagnose(
         rule=rule.id if rule else None,
         evidence=evidence,
         facts=facts,
+        cause_determined=determined,
     )
 
 

@@ -25,6 +25,14 @@ class Diagnosis:
     rule: str | None
     evidence: tuple[Evidence, ...]  # the lines that prove the verdict, most telling first
     facts: dict[str, Any]
+    # whether the top cause stands out (rules/causes.yaml `decide`); when not, `causes` are candidates
+    # and the last one, `unknown`, says what to collect to tell them apart; None: no cause applies
+    cause_determined: bool | None = True
+
+    @property
+    def top_cause(self) -> Cause | None:
+        """The cause to act on: the first, when it is determined."""
+        return self.causes[0] if self.causes and self.cause_determined else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -34,6 +42,7 @@ class Diagnosis:
             "summary": self.summary,
             "victims": [v.to_json() for v in self.victims],
             "causes": [c.to_json() for c in self.causes],
+            "cause_determined": self.cause_determined,
             "events": [_event_json(e) for e in self.events[:MAX_EVENTS]],
             "events_total": len(self.events),
             "evidence": [e.to_json() for e in self.evidence],

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from oomwatch.engine.model import Event, OomReport, Victim
+from oomwatch.engine.model import Event, Observed, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES
 from oomwatch.engine.sizes import parse_size
 from oomwatch.engine.taskfacts import task_facts
@@ -73,6 +73,12 @@ FACTS: dict[str, str] = {
     "host.free_swap_bytes": "free swap when the OOM killer ran",
     "cgroup.limit_bytes": "the memory cgroup's limit, from the report",
     "cgroup.usage_bytes": "the memory cgroup's usage, from the report",
+    "cgroup.shmem_bytes": "shared memory (tmpfs, /dev/shm, shared anonymous) charged to the memory cgroup (its stats)",
+    "tasks.shmem_rss_bytes": "shared memory mapped by the task table's processes together (rss_shmem)",
+    "cgroup.unmapped_shmem_share": (
+        "shared memory charged to the cgroup that no listed process maps / the limit: files in /dev/shm held "
+        "open (a DataLoader's batches in flight), not any process's RSS"
+    ),
     # From live samples (the agent's history, `oomwatch run`): absent (None) for logs alone.
     "history.workers": "DataLoader workers with USS samples at least 0.4 s apart",
     "history.worker_private_growth_ratio": "median worker's last / first USS (private memory)",
@@ -92,7 +98,44 @@ FACTS: dict[str, str] = {
     "history.pressure_some_avg10": "highest PSI memory 'some' avg10 (percent) of the node or the job's cgroups",
     "history.pressure_full_avg10": "highest PSI memory 'full' avg10 (percent) of the node or the job's cgroups",
     "history.pressure_full_seconds": "seconds that 'full' avg10 stayed at 10% or more (node or one cgroup)",
+    # The shape of the job's memory across its processes (engine.jobshape): from the agent's samples
+    # when it measured two ranks or more, else from the kernel report's task table.
+    "job.basis": "what the job.* facts were measured on: the agent's samples (USS) or the task table (anonymous RSS)",
+    "job.ranks": "the job's rank processes measured (ranks: a launcher's children, RANK in the environment...)",
+    "job.ranks_alike": "ranks whose private memory is within ±25% of the ranks' median (0 when fewer than 2)",
+    "job.ranks_alike_bytes": "the ranks' median private memory",
+    "job.ranks_share": "the alike ranks' private memory together / the limit (memcg) or MemTotal",
+    "job.top_rank": "the rank with the most private memory (its number, when known)",
+    "job.top_rank_ratio": "the largest rank's private memory / the median of the other ranks'",
+    "job.top_rank_is_victim": "the largest rank is the process the kernel killed",
+    "job.outsider_name": "the largest process of the OOM domain that is not the job's (not Python, not a launcher)",
+    "job.outsider_bytes": "its memory (anonymous RSS, else RSS)",
+    "job.outsider_share": "its memory / the limit (memcg) or MemTotal",
+    "job.trigger_name": "the process that invoked the OOM killer (the report's first line)",
+    "job.trigger_outside": "that process is not the job's (not Python, not a launcher)",
+    "job.trigger_share": "its memory / the limit (memcg) or MemTotal, when its row can be told",
+    # The shape over time (engine.growth): the victim's samples, else the figures the job printed.
+    "growth.shape": "step (a rise early, then held), climb (a steady rise), flat, mixed; None with < 3 points",
+    "growth.basis": "what growth.* was read from: USS/anonymous samples, or printed memory figures",
+    "growth.ratio": "peak / first value",
+    "growth.bytes": "peak - first value",
+    "growth.points": "how many values the shape was read from",
+    "growth.r2": "how straight the rise was (least-squares r², 1.0: a steady climb)",
+    # What each process was doing (engine.activity; rules/activities.yaml): activity.<id> counts the
+    # streams (ranks, or files) whose last lines before the kill were that activity.
+    "activity.streams": "streams (ranks, or files with no rank) whose last lines show an activity",
+    "activity.victim": "the activity of the victim's rank's stream (or of the only stream)",
+    "activity.last": "the activity most streams ended in",
+    # The code that ran (engine.code; rules/code.yaml): code.<id> counts hits, None without code.
+    "code.files": "source files of the code that ran that were read (0: none)",
+    # What the agent saw itself (its incidents without a kernel report): absent (None) elsewhere.
+    "agent.sigkilled": "training processes the agent saw die of SIGKILL (exit events) with no OOM report for them",
+    "agent.memory_short": "memory was short in the agent's last sample before the kill (node or the job's cgroup)",
+    "agent.counted_kills": "OOM kills a job cgroup's (or the node's) counter added, with no kernel report read",
+    "agent.kernel_log": "the agent was following a kernel log (an OOM kill's report would have come through it)",
 }
+
+AGENT_FACTS = tuple(name for name in FACTS if name.startswith("agent."))
 
 
 def hint_names(fingerprints: Iterable[Any]) -> set[str]:
@@ -100,10 +143,15 @@ def hint_names(fingerprints: Iterable[Any]) -> set[str]:
     return {fp.fields["hint"] for fp in fingerprints if fp.event == "hint" and "hint" in fp.fields}
 
 
-def known_facts(event_kinds: Iterable[str], hints: Iterable[str] = ()) -> set[str]:
+def known_facts(event_kinds: Iterable[str], hints: Iterable[str] = (), rules: Any = None) -> set[str]:
+    """Every fact name a rule may use; ``rules`` (a RuleSet) adds ``activity.<id>`` and ``code.<id>``."""
     names = set(FACTS) | {f"events.{kind}" for kind in event_kinds}
     for hint in hints:
         names |= {f"hints.{hint}", f"hints.{hint}.value"}
+    if rules is not None:
+        names |= {f"activity.{a.id}" for a in rules.activities}
+        for c in rules.code:
+            names |= {f"code.{c.id}", f"code.{c.id}.value"}
     return names
 
 
@@ -155,6 +203,12 @@ def compute_facts(
                 facts["tasks.workers_vs_parent"] = ratio
                 break
     return facts
+
+
+def agent_facts(observed: Observed | None) -> dict[str, Any]:
+    """The ``agent.*`` facts: None unless the agent observed them (its own incidents)."""
+    given = observed.facts if observed is not None else {}
+    return {name: given.get(name) for name in AGENT_FACTS}
 
 
 def primary_report(reports: Sequence[OomReport], victim: Victim | None) -> OomReport | None:

@@ -7,6 +7,8 @@ only name known facts.
 
 from __future__ import annotations
 
+from oomwatch.engine.activity_rules import check_activity_examples, check_stream_examples
+from oomwatch.engine.code import check_code_examples
 from oomwatch.engine.facts import hint_names, known_facts
 from oomwatch.engine.loader import Fingerprint, RuleError, RuleSet
 from oomwatch.engine.prefix import strip_prefix
@@ -49,7 +51,15 @@ def lint(rules: RuleSet) -> list[RuleError]:
     for fp in rules.fingerprints:
         file, _, line = fp.source.rpartition(":")
         errors.extend(RuleError(file, int(line), f"{fp.id} {fp.name}: {p}") for p in check_examples(fp))
-    facts = known_facts(rules.events, hint_names(rules.fingerprints))
+    checked = [(a.source, a.id, check_activity_examples(a, as_scanned)) for a in rules.activities]
+    checked += [(s.source, s.id, check_stream_examples(s, as_scanned)) for s in rules.streams]
+    for source, rule_id, problems in checked:
+        file, _, line = source.rpartition(":")
+        errors.extend(RuleError(file, int(line), f"{rule_id}: {p}") for p in problems)
+    for code in rules.code:
+        file, _, line = code.source.rpartition(":")
+        errors.extend(RuleError(file, int(line), f"{code.id}: {p}") for p in check_code_examples(code))
+    facts = known_facts(rules.events, hint_names(rules.fingerprints), rules)
     named: list[tuple[str, str, set[str]]] = [(r.source, r.id, r.facts()) for r in rules.verdicts]
     named += [(r.source, r.id, r.facts()) for r in rules.causes]
     for source, rule_id, used in named:

@@ -15,7 +15,9 @@ from typing import Any
 import regex
 import yaml
 
+from oomwatch.engine.activity_rules import Activity, StreamRule, parse_activity, parse_stream
 from oomwatch.engine.cause_rules import CauseRule, parse_cause
+from oomwatch.engine.code_rules import CodeRule, parse_code_rule
 from oomwatch.engine.conditions import Condition, parse_condition
 
 FINGERPRINT_KEYS = {
@@ -84,6 +86,11 @@ class RuleSet:
     fingerprints: list[Fingerprint] = field(default_factory=list)
     verdicts: list[VerdictRule] = field(default_factory=list)
     causes: list[CauseRule] = field(default_factory=list)
+    activities: list[Activity] = field(default_factory=list)
+    streams: list[StreamRule] = field(default_factory=list)
+    kill_marks: set[str] = field(default_factory=set)
+    code: list[CodeRule] = field(default_factory=list)
+    decide: dict[str, float] = field(default_factory=lambda: {"min_confidence": 0.4, "min_lead": 0.1})
     errors: list[RuleError] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     defined: dict[str, str] = field(default_factory=dict)  # id or name -> directory, file:line
@@ -146,6 +153,12 @@ def _load_dir(directory: Path, rules: RuleSet) -> None:
     causes_file = directory / "causes.yaml"
     if causes_file.is_file():
         _load_causes(causes_file, rules)
+    activities_file = directory / "activities.yaml"
+    if activities_file.is_file():
+        _load_activities(activities_file, rules)
+    code_file = directory / "code.yaml"
+    if code_file.is_file():
+        _load_code(code_file, rules)
 
 
 def _read_yaml(path: Path, rules: RuleSet) -> Any:
@@ -326,6 +339,13 @@ def _load_causes(path: Path, rules: RuleSet) -> None:
     if not isinstance(items, list):
         rules.errors.append(RuleError(str(path), 1, "expected a list `causes:`"))
         return
+    decide = doc.get("decide")
+    if decide is not None:
+        keys = {k: v for k, v in decide.items() if k != "__line__"} if isinstance(decide, dict) else None
+        if keys is None or set(keys) - set(rules.decide) or not all(isinstance(v, (int, float)) for v in keys.values()):
+            rules.errors.append(RuleError(str(path), 1, f"`decide` takes numbers for {sorted(rules.decide)}"))
+        else:
+            rules.decide.update({k: float(v) for k, v in keys.items()})
     for item in items:
         line = int(item.get("__line__", 0)) if isinstance(item, dict) else 0
         rule, errs = parse_cause(item, f"{path}:{line}", VERDICTS)
@@ -334,9 +354,50 @@ def _load_causes(path: Path, rules: RuleSet) -> None:
             _replace_or_add(rules.causes, rule)
 
 
+def _load_activities(path: Path, rules: RuleSet) -> None:
+    doc = _read_yaml(path, rules)
+    if doc is None:
+        return
+    if not isinstance(doc, dict) or not isinstance(doc.get("activities"), list):
+        rules.errors.append(RuleError(str(path), 1, "expected a list `activities:`"))
+        return
+    parts = (("activities", parse_activity, rules.activities), ("streams", parse_stream, rules.streams))
+    for key, parse, into in parts:
+        for item in doc.get(key) or []:
+            line = int(item.get("__line__", 0)) if isinstance(item, dict) else 0
+            rule, errs = parse(item, f"{path}:{line}")
+            rules.errors.extend(RuleError(str(path), line, e) for e in errs)
+            if rule is not None and _unique_in_dir(rules, path, (f"{key}:{rule.id}",), rule.source):
+                _replace_or_add(into, rule)
+    marks = doc.get("kill_marks")
+    if marks is not None:
+        if not isinstance(marks, list) or not all(isinstance(m, str) for m in marks):
+            rules.errors.append(RuleError(str(path), 1, "`kill_marks` must be a list of event kinds"))
+        else:
+            rules.kill_marks = set(marks)
+
+
+def _load_code(path: Path, rules: RuleSet) -> None:
+    doc = _read_yaml(path, rules)
+    if doc is None:
+        return
+    items = doc.get("code") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        rules.errors.append(RuleError(str(path), 1, "expected a list `code:`"))
+        return
+    for item in items:
+        line = int(item.get("__line__", 0)) if isinstance(item, dict) else 0
+        rule, errs = parse_code_rule(item, f"{path}:{line}")
+        rules.errors.extend(RuleError(str(path), line, e) for e in errs)
+        if rule is not None and _unique_in_dir(rules, path, (f"code:{rule.id}",), rule.source):
+            _replace_or_add(rules.code, rule)
+
+
 def _check_references(rules: RuleSet) -> None:
-    """Cross-file checks: every fingerprint emits a known event kind."""
+    """Cross-file checks: every fingerprint emits a known event kind, every kill mark is one."""
     for fp in rules.fingerprints:
         file, _, line = fp.source.rpartition(":")
         if fp.event not in rules.events:
             rules.errors.append(RuleError(file, int(line), f"unknown event kind {fp.event!r}"))
+    for mark in sorted(rules.kill_marks - set(rules.events)):
+        rules.errors.append(RuleError("activities.yaml", 0, f"kill_marks: unknown event kind {mark!r}"))

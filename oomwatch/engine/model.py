@@ -42,12 +42,49 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class LiveProcess:
+    """One process of the job as sampled live: its private memory over time (USS when smaps_rollup
+    was read, else anonymous RSS: ``basis``), for the shape of the job (engine.jobshape) and of its
+    growth (engine.growth)."""
+
+    pid: int
+    comm: str
+    role: str
+    rank: int | None
+    basis: str  # "USS" or "anonymous"
+    points: tuple[tuple[float, int], ...]  # (wall-clock time, bytes), oldest first
+
+    @property
+    def peak(self) -> int:
+        return max((v for _, v in self.points), default=0)
+
+
+@dataclass(frozen=True)
 class LiveEvidence:
     """What live samples add (the agent's history, ``oomwatch run``): ``history.*`` facts for the
-    rules, and evidence lines by topic (a cause signal names one as ``history:<topic>``)."""
+    rules, evidence lines by topic (a cause signal names one as ``history:<topic>``), and the job's
+    processes as sampled."""
 
     facts: Mapping[str, Any] = field(default_factory=dict)
     evidence: Mapping[str, tuple[Evidence, ...]] = field(default_factory=dict)
+    processes: tuple[LiveProcess, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file of the code that ran (the training script, a module it imports from its folder)."""
+
+    path: str  # as shown in evidence
+    text: str
+
+
+@dataclass(frozen=True)
+class Program:
+    """The code that ran: its source files, and the command line that ran them (None when not
+    known, e.g. ``diagnose --script``: a flag's value then falls back to its default)."""
+
+    files: tuple[SourceFile, ...] = ()
+    argv: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +195,20 @@ class Victim:
             "source": self.source,
             "evidence": [e.to_json() for e in self.evidence],
         }
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the agent saw itself, with no log line behind it: training processes dying of SIGKILL
+    in the kernel's exit events with no OOM report for them, an OOM-kill counter that rose, memory
+    short in its last samples. ``facts`` are ``agent.*`` facts for the verdict and cause rules;
+    ``victims`` the processes as sampled (source "agent"); ``values`` fill placeholders of the
+    verdict's summary (``{short}``, ``{others}``...); ``notes`` are added to the diagnosis's."""
+
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    victims: tuple[Victim, ...] = ()
+    values: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

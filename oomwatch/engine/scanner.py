@@ -21,6 +21,7 @@ from oomwatch.engine.prefix import strip_prefix
 from oomwatch.engine.text import clean_text, split_cr
 
 MAX_LINE = 1 << 20  # bytes of one line that are looked at; the rest is dropped and said
+WINDOW = 64 << 10  # bytes kept of what a file printed last before its failure, and at its end
 MATCH_TIMEOUT = 0.25  # seconds one pattern may spend on one line
 SAMPLE_LINES = 200  # leading lines inspected to tell what kind of log a file is
 
@@ -33,6 +34,10 @@ class ScanResult:
     info: InputInfo | None = None
     kernel_share: float = 0.0  # share of the sampled leading lines that came from the kernel
     notes: list[str] = field(default_factory=list)
+    # the lines just before the first failure line (a kill_marks event, rules/activities.yaml), and the
+    # file's last lines: what each process was doing when it died (engine.activity)
+    before_failure: tuple[Line, ...] | None = None
+    last_lines: tuple[Line, ...] = ()
 
 
 class Scanner:
@@ -44,6 +49,7 @@ class Scanner:
                 anchors.setdefault(anchor, []).append(fp)
         self._by_anchor = list(anchors.items())
         self._order = {fp.id: i for i, fp in enumerate(rules.fingerprints)}
+        self._marks = frozenset(rules.kill_marks)
         all_anchors = [a.encode() for a in anchors] + [a.encode() for a in KERNEL_ANCHORS]
         self.prefilter = make_prefilter(all_anchors, backend)
 
@@ -53,10 +59,11 @@ class Scanner:
         chunks: Iterable[bytes],
         progress: Callable[[int], None] | None = None,
     ) -> ScanResult:
-        state = _State(file, KernelReportAssembler())
+        state = _State(file, KernelReportAssembler(), self._marks)
         tail = b""  # the start of a line that continues in the next chunk
         skipping = False  # inside an over-long line, dropping bytes until its newline
         for chunk in chunks:
+            state.chunk, state.chunk_at = chunk, state.nbytes
             state.nbytes += len(chunk)
             if progress is not None:
                 progress(len(chunk))
@@ -75,16 +82,17 @@ class Scanner:
             else:
                 if tail:  # finish the line begun in the previous chunk (small: at most max_line)
                     joined = tail + chunk[start : first + 1]
-                    self._region(joined, 0, len(joined), state)
+                    self._region(joined, 0, len(joined), state, state.chunk_at + start - len(tail))
                     start = first + 1
                 cut = chunk.rfind(b"\n")
                 if cut >= start:
-                    self._region(chunk, start, cut + 1, state)  # in place: no copy of the chunk
+                    self._region(chunk, start, cut + 1, state, state.chunk_at)  # in place: no copy of the chunk
                 tail = chunk[cut + 1 :]
             if len(tail) > self.max_line:
                 self._line(tail, state)
                 tail = b""
                 skipping = True
+            state.history = (state.history + chunk[-WINDOW:])[-WINDOW:]
         if tail:
             self._line(tail, state)
             state.lineno += 1
@@ -93,11 +101,14 @@ class Scanner:
         result = ScanResult(file, state.events, state.assembler.finish())
         result.kernel_share = state.kernel_share
         result.notes = state.notes
+        result.before_failure = state.before_failure
+        result.last_lines = _window_lines(file, state.history, state.lineno - 1, state.nbytes <= WINDOW)
         result.info = InputInfo(file, state.lineno - 1, state.nbytes, state.truncated, tuple(state.notes))
         return result
 
-    def _region(self, data: bytes, begin: int, stop: int, state: _State) -> None:
-        """Process the whole lines in data[begin:stop] (stop is just after a newline)."""
+    def _region(self, data: bytes, begin: int, stop: int, state: _State, at: int) -> None:
+        """Process the whole lines in data[begin:stop] (stop is just after a newline); ``at`` is the
+        offset of data[0] in the whole input."""
         hits = [h for h in self.prefilter.hits(data) if begin <= h < stop]
         asm = state.assembler
         pos, hi = begin, 0
@@ -105,6 +116,8 @@ class Scanner:
             if asm.wants_more():
                 end = data.index(b"\n", pos, stop)
                 self._line(data[pos:end], state, block=True)
+                if state.mark_seen and state.before_failure is None:
+                    state.keep_before(at + pos)
                 state.lineno += 1
                 pos = end + 1
                 continue
@@ -117,6 +130,8 @@ class Scanner:
             state.lineno += data.count(b"\n", pos, start)
             end = data.index(b"\n", hits[hi], stop)
             self._line(data[start:end], state)
+            if state.mark_seen and state.before_failure is None:
+                state.keep_before(at + start)
             state.lineno += 1
             pos = end + 1
 
@@ -156,13 +171,41 @@ class Scanner:
                 # where several rules of a kind match a line, the one that says most wins
                 if key not in best or len(fields) > len(best[key].fields):
                     best[key] = Event(fp.event, fp.id, line, fields)
+                    state.mark_seen = state.mark_seen or fp.event in state.marks
         state.events.extend(best.values())
 
 
+def _window_lines(file: str, data: bytes, last_no: int, from_start: bool) -> tuple[Line, ...]:
+    """The whole lines of ``data`` (the end of what was read), the last numbered ``last_no``; a line
+    cut at the start is dropped (unless ``data`` starts at the input's start). A tqdm bar's redraws
+    count as its last one."""
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    if not from_start:
+        parts = parts[1:]  # the first may be cut: only whole lines
+    out = []
+    first_no = last_no - len(parts) + 1
+    for i, raw in enumerate(parts):
+        segments = split_cr(clean_text(raw))
+        if not segments:
+            continue
+        pre = strip_prefix(segments[-1])
+        if pre.text.strip():
+            out.append(Line(file, first_no + i, pre.time, pre.text, False, pre.kernel, pre.host))
+    return tuple(out)
+
+
 class _State:
-    def __init__(self, file: str, assembler: KernelReportAssembler) -> None:
+    def __init__(self, file: str, assembler: KernelReportAssembler, marks: frozenset[str] = frozenset()) -> None:
         self.file = file
         self.assembler = assembler
+        self.marks = marks
+        self.mark_seen = False  # a kill_marks event has been seen
+        self.before_failure: tuple[Line, ...] | None = None
+        self.history = b""  # the last WINDOW bytes before the current chunk
+        self.chunk = b""
+        self.chunk_at = 0  # offset of the current chunk in the input
         self.events: list[Event] = []
         self.lineno = 1
         self.nbytes = 0
@@ -170,6 +213,13 @@ class _State:
         self.notes: list[str] = []
         self.sampled = False
         self.kernel_share = 0.0
+
+    def keep_before(self, offset: int) -> None:
+        """The lines before the failure line that starts at ``offset`` of the input (the current line)."""
+        have = self.history + self.chunk
+        have_at = self.chunk_at - len(self.history)
+        window = have[max(0, offset - WINDOW - have_at) : max(0, offset - have_at)]
+        self.before_failure = _window_lines(self.file, window, self.lineno - 1, offset <= WINDOW)
 
     def sample(self, chunk: bytes) -> None:
         """Look at the first lines to tell whether this input is a kernel log."""

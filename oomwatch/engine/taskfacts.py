@@ -50,9 +50,19 @@ def task_facts(rep: OomReport | None, victim_pid: int | None) -> dict[str, Any]:
         "host.free_swap_bytes": rep.free_swap_bytes if rep else None,
         "cgroup.limit_bytes": rep.memcg_limit_bytes if rep else None,
         "cgroup.usage_bytes": rep.memcg_usage_bytes if rep else None,
+        "cgroup.shmem_bytes": None,
+        "cgroup.unmapped_shmem_share": None,
+        "tasks.shmem_rss_bytes": None,
     }
     if rep is None:
         return facts
+    shmem = rep.memcg_stat.get("shmem", rep.memcg_stat.get("total_shmem"))
+    if shmem is not None and rep.constraint == "memcg":
+        facts["cgroup.shmem_bytes"] = shmem
+        mapped = sum(r.shmem_rss_bytes or 0 for r in rep.tasks)
+        facts["tasks.shmem_rss_bytes"] = mapped
+        if rep.memcg_limit_bytes:
+            facts["cgroup.unmapped_shmem_share"] = round(max(0, shmem - mapped) / rep.memcg_limit_bytes, 3)
     capacity = rep.memcg_limit_bytes if rep.constraint == "memcg" else rep.mem_total_bytes
     if capacity and rep.anon_rss_bytes is not None:
         facts["victim.share_of_capacity"] = rep.anon_rss_bytes / capacity

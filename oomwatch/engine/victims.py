@@ -8,7 +8,9 @@ line names worker pids. Both are merged into the kernel victim with the same pid
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
+from oomwatch.engine.jobshape import table_roles
 from oomwatch.engine.model import Event, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES, role_for
 
@@ -60,13 +62,20 @@ def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int
     return ranks, workers
 
 
+def launched(events: Sequence[Event]) -> bool:
+    """A launcher's line is in the inputs (torchrun, deepspeed, mpirun... reporting on its ranks)."""
+    return any(ev.kind in RANK_KINDS and ev.fields.get("launcher") for ev in events)
+
+
 def build_victims(
     reports: Sequence[OomReport], events: Sequence[Event], known: Mapping[int, tuple[str, int | None]] | None = None
 ) -> list[Victim]:
     """Victims, training processes first, then in order of appearance; one per pid. ``known`` maps
-    pids to (role, rank) seen live by the agent (``oomwatch run``): that beats any guess from names."""
+    pids to (role, rank) seen live by the agent (``oomwatch run``): that beats any guess from names;
+    then the roles of the report's task table (engine.jobshape.table_roles)."""
     ranks, workers = linked_pids(events)
     known = known or {}
+    by_launcher = launched(events)
     victims: list[Victim] = []
     seen: set[tuple[str, int]] = set()
     for rep in reports:
@@ -79,12 +88,15 @@ def build_victims(
         extra = tuple(
             ev.evidence for ev in events if pid in _pids(ev.fields.get("pid")) and ev.kind in KILLED_KINDS + RANK_KINDS
         )
+        role, rank = table_roles(rep, known, ranks, workers, by_launcher).get(pid, (None, None))
+        if role is None:
+            role, rank = known[pid] if pid in known else (role_for(name, pid, ranks, workers), ranks.get(pid))
         victims.append(
             Victim(
                 pid=pid,
                 name=name,
-                role=known[pid][0] if pid in known else role_for(name, pid, ranks, workers),
-                rank=known[pid][1] if pid in known else ranks.get(pid),
+                role=role,
+                rank=rank,
                 anon_rss_bytes=rep.anon_rss_bytes,
                 file_rss_bytes=rep.file_rss_bytes,
                 shmem_rss_bytes=rep.shmem_rss_bytes,
@@ -141,6 +153,22 @@ def build_victims(
         return (v.source != "kernel", v.role not in TRAINING_ROLES, v.anon_rss_bytes == 0, latest_first)
 
     victims.sort(key=importance)
+    return _lone_rank(victims, events)
+
+
+def _lone_rank(victims: list[Victim], events: Sequence[Event]) -> list[Victim]:
+    """A launcher that names the rank it lost but not its pid (torch.multiprocessing.spawn's `process 1
+    terminated with signal SIGKILL`), and one kernel kill of a rank whose number nothing gave: the same
+    process. Any more of either and they cannot be paired."""
+    lost = {_int(ev.fields.get("rank") or ev.fields.get("local_rank")) for ev in events
+            if ev.kind == "sigkill" and not ev.fields.get("pid")}  # fmt: skip
+    lost.discard(None)
+    open_ranks = [i for i, v in enumerate(victims) if v.source == "kernel" and v.role == "rank" and v.rank is None]
+    named = {v.rank for v in victims if v.rank is not None}
+    if len(lost) != 1 or len(open_ranks) != 1 or lost & named:
+        return victims
+    i = open_ranks[0]
+    victims[i] = replace(victims[i], rank=next(iter(lost)))
     return victims
 
 

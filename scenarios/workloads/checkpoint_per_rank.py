@@ -36,14 +36,9 @@ def main():
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    if rank == 0:
-        print(f"config: {vars(args)}", flush=True)
     model = build_model(args.model_mb)
     size_mb = os.path.getsize(args.resume) / 2**20
-    print(
-        f"[rank {rank}] Loading checkpoint {args.resume} ({size_mb:.0f} MB) with torch.load(mmap={args.mmap})",
-        flush=True,
-    )
+    print(f"[rank {rank}] resuming from {os.path.basename(args.resume)} ({size_mb:.0f} MB)", flush=True)
     t0 = time.time()
     checkpoint = torch.load(args.resume, map_location="cpu", mmap=args.mmap)
     model.load_state_dict(checkpoint["model"])

@@ -62,12 +62,10 @@ def main():
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--epochs", type=int, default=1)
     args = p.parse_args()
-    print(f"config: {vars(args)}", flush=True)
-    print(f"num_workers={args.num_workers} batch_size={args.batch_size} storage={args.storage}", flush=True)
 
     t0 = time.time()
     ds = ListIndex(args.num_samples) if args.storage == "list" else ArrayIndex(args.num_samples)
-    print(f"built {type(ds).__name__} with {len(ds)} samples in {time.time() - t0:.1f}s", flush=True)
+    print(f"index: {len(ds)} samples ({time.time() - t0:.1f}s)", flush=True)
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(2000, 16), torch.nn.Linear(16, 2))

@@ -57,8 +57,6 @@ def main():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--epochs", type=int, default=1)
     args = p.parse_args()
-    print(f"config: {vars(args)}", flush=True)
-    print(f"num_workers={args.num_workers} batch_size={args.batch_size} cache={args.cache}", flush=True)
 
     ds = ImageFolderLike(args.num_samples, args.image_size, args.cache, args.cache_size)
     torch.manual_seed(0)

@@ -40,18 +40,11 @@ def main():
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    if rank == 0:
-        print(f"world_size={world} dataset_path={args.dataset_path} keep_in_memory={args.keep_in_memory}", flush=True)
-        print(f"config: {vars(args)}", flush=True)
-
+    print(f"[rank {rank}] loading dataset", flush=True)
     t0 = time.time()
     ds = datasets.load_from_disk(args.dataset_path, keep_in_memory=args.keep_in_memory)
     ds = ds.with_format("torch")
-    print(
-        f"[rank {rank}] load_from_disk(keep_in_memory={args.keep_in_memory}) -> {ds.num_rows} rows "
-        f"in {time.time() - t0:.1f}s",
-        flush=True,
-    )
+    print(f"[rank {rank}] {ds.num_rows} rows in {time.time() - t0:.1f}s", flush=True)
     if rank == 0:
         print(ds, flush=True)
 

@@ -57,9 +57,6 @@ def main():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--epochs", type=int, default=1)
     args = p.parse_args()
-    print(f"config: {vars(args)}", flush=True)
-    cache = "none" if args.no_cache else "multiprocessing.Manager().dict()"
-    print(f"num_workers={args.num_workers} batch_size={args.batch_size} cache={cache}", flush=True)
 
     ds = DecodedImages(args.num_samples, args.image_size)
     if not args.no_cache:

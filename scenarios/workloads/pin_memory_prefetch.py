@@ -38,12 +38,6 @@ def main():
     p.add_argument("--pin-memory", action="store_true")
     p.add_argument("--step-time", type=float, default=0.1, help="seconds of 'GPU' work per step")
     args = p.parse_args()
-    print(f"config: {vars(args)}", flush=True)
-    print(
-        f"num_workers={args.num_workers} prefetch_factor={args.prefetch_factor} pin_memory={args.pin_memory} "
-        f"batch_size={args.batch_size}",
-        flush=True,
-    )
 
     ds = RandomImages(args.num_samples, args.image_size)
     loader = DataLoader(

@@ -163,7 +163,7 @@ def test_k8s_pod_groups_ranks_without_elastic_id():
     assert (m[900].role, m[900].job) == ("other", None)
 
 
-def test_lone_python_with_workers_main_is_unknown():
+def test_lone_python_with_workers_main_is_the_training_process():
     train = (PY, "train.py")
     procs = [
         P(1000, 1, "python3", *train),
@@ -172,7 +172,7 @@ def test_lone_python_with_workers_main_is_unknown():
         P(1010, 1, "python3", PY, "script.py"),  # a lone python with no workers: nothing says training
     ]
     m = by_pid(procs)
-    assert (m[1000].role, m[1000].job) == ("unknown", "tree-1000")
+    assert (m[1000].role, m[1000].job) == ("rank", "tree-1000")  # no RANK: a rank with no number
     assert (m[1001].role, m[1001].job) == ("dataloader_worker", "tree-1000")
     assert m[1002].role == "dataloader_worker"
     assert (m[1010].role, m[1010].job) == ("other", None)

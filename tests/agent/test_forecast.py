@@ -95,13 +95,14 @@ def test_forecast_warns_before_the_kill(tmp_path: Path):
     assert lead >= 3.0
     assert abs(predicted - lead) < max(5.0, lead / 2)  # the forecast was about right
 
-    # `oomwatch diagnose --history`: from the kernel's lines alone the victim is a "python" of
-    # unknown role; the history knows it was rank 0 of the job and that it grew steadily
+    # `oomwatch diagnose --history`: from the kernel's lines alone the victim is the lone "python" of
+    # its cgroup, the job's training process of no known rank; the history knows it was rank 0 of the
+    # job and that it grew steadily
     doc = json.loads(incidents[0].read_text())
     kernel = tmp_path / "kernel.log"
     kernel.write_text("\n".join(doc["kernel_lines"]) + "\n")
     plain = json.loads(run_oomwatch("diagnose", "-f", "json", str(kernel)).stdout)
-    assert plain["victims"][0]["role"] == "unknown"
+    assert (plain["victims"][0]["role"], plain["victims"][0]["rank"]) == ("rank", None)
     done = run_oomwatch("diagnose", "-f", "json", str(kernel), "--history", str(state / "history.db"))
     merged = json.loads(done.stdout)
     assert done.returncode == 3, done.stderr

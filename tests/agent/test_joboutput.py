@@ -1,9 +1,12 @@
 """The job's stdout/stderr files, read through real processes' /proc/PID/fd links: a large log gives
 its start and its end in whole lines, a file shared by several processes is read once, a deleted log
-is still read, and pipes are skipped."""
+is still read, pipes with no logger behind them are skipped, and a pipe's logger's file is read."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -101,3 +104,44 @@ def test_a_file_located_while_the_job_ran_is_read_after_it_exited(tmp_path: Path
     log.rename(tmp_path / "old.log")
     log.write_text("another job's log\n")  # replaced: not this job's output any more
     assert job_outputs([], known=known) == []
+
+
+def _pipeline(tmp_path: Path, log: Path) -> tuple[subprocess.Popen, int, int]:
+    """`python writer.py | tee train.log` as a shell runs it: (the shell, the writer's pid, tee's pid)."""
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    shell = subprocess.Popen(
+        ["bash", "-c", f"{sys.executable} {script} 5 2>/dev/null | tee {log} > /dev/null"],
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        kids = [int(c) for c in Path(f"/proc/{shell.pid}/task/{shell.pid}/children").read_text().split()]
+        comms = {pid: Path(f"/proc/{pid}/comm").read_text().strip() for pid in kids}
+        writer = next((p for p, c in comms.items() if c.startswith("python")), None)
+        tee = next((p for p, c in comms.items() if c == "tee"), None)
+        if writer and tee and log.exists() and log.read_bytes().count(b"\n") >= 5:
+            return shell, writer, tee
+        time.sleep(0.05)
+    raise AssertionError("the pipeline did not start")
+
+
+def test_output_behind_a_pipe_is_the_file_its_reader_writes(tmp_path: Path):
+    """`python train.py | tee train.log`: the training process writes a pipe; tee, its sibling, reads it
+    and writes train.log, which is the job's output. A process that reads no pipe of the job gives none."""
+    log = tmp_path / "train.log"
+    shell, writer, tee = _pipeline(tmp_path, log)
+    try:
+        assert locate_outputs([writer]) == []  # no neighbours given: a pipe alone is nothing to re-read
+        neighbours = {writer: [shell.pid, writer, tee]}  # its parent and its siblings (itself included)
+        (found,) = locate_outputs([writer], neighbours=neighbours)
+        assert (found.path, found.pid) == (str(log), tee)
+        (o,) = job_outputs([writer], neighbours=neighbours)
+        assert o.data.startswith(b"line 0000000 ") and o.data.count(b"\n") == 5
+        assert locate_outputs([writer], neighbours={writer: [shell.pid]}) == []  # the shell reads no pipe of it
+    finally:
+        shell.kill()
+        for pid in (writer, tee):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shell.wait()

@@ -74,7 +74,7 @@ def test_without_root_it_degrades_and_says_so():
     # environ is not: RANK is unknown, but the workers' names still give them away
     for w in tree.workers:
         assert procs[w][0] == "dataloader_worker" and procs[w][3] is None  # no USS without ptrace rights
-    assert procs[tree.rank][0] == "unknown"  # the parent of workers, without RANK in sight
+    assert procs[tree.rank][0] == "rank"  # the parent of workers is the training process, RANK or not
     text = "\n".join(seen["notices"])
     assert "environ: permission denied" in text and "smaps_rollup: permission denied" in text
 

@@ -1,0 +1,88 @@
+"""What each process was doing when memory ran out, from the last lines it printed.
+
+The scanner keeps, for every input, the lines just before its first failure line (a
+``kill_marks`` event of rules/activities.yaml: a launcher's kill report, a shell's ``Killed``)
+or, with none, its last lines. Each line belongs to a stream: a rank when a ``streams`` rule
+says so (``[rank 3] ...``, ``[default0]:``, an MPI tag, a torchrun log-dir file), else its file.
+A stream's activity is that of its last line matching an activity (the first, in the file's
+order, that matches it). Facts: ``activity.<id>`` (how many streams ended in it),
+``activity.streams``, ``activity.victim`` (the victim's rank's, or the only stream's) and
+``activity.last`` (the most common, ties to the latest line). Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from oomwatch.engine.activity_rules import Activity, StreamRule
+from oomwatch.engine.model import Evidence, Line, Victim
+from oomwatch.engine.scanner import ScanResult
+
+Key = tuple[str, Any]  # ("rank", 3) or ("file", name)
+
+
+def _rank(rules: Sequence[StreamRule], text: str) -> int | None:
+    for rule in rules:
+        if not rule.on_file:
+            rank = rule.rank(text)
+            if rank is not None:
+                return rank
+    return None
+
+
+def _activity(activities: Sequence[Activity], text: str) -> Activity | None:
+    for act in activities:
+        try:
+            if act.pattern.search(text, timeout=0.25):
+                return act
+        except TimeoutError:
+            continue
+    return None
+
+
+def last_activities(
+    scans: Sequence[ScanResult], activities: Sequence[Activity], streams: Sequence[StreamRule]
+) -> dict[Key, tuple[Activity, Line]]:
+    """Each stream's last activity and the line that shows it."""
+    last: dict[Key, tuple[Activity, Line]] = {}
+    for scan in scans:
+        lines = scan.before_failure if scan.before_failure is not None else scan.last_lines
+        file_rank = next((r.rank(scan.file) for r in streams if r.on_file and r.rank(scan.file) is not None), None)
+        for line in lines:
+            if line.kernel:
+                continue
+            act = _activity(activities, line.text)
+            if act is None:
+                continue
+            rank = file_rank if file_rank is not None else _rank(streams, line.text)
+            key: Key = ("rank", rank) if rank is not None else ("file", scan.file)
+            last[key] = (act, line)
+    return last
+
+
+def activity_facts(
+    scans: Sequence[ScanResult],
+    activities: Sequence[Activity],
+    streams: Sequence[StreamRule],
+    victims: Sequence[Victim],
+) -> tuple[dict[str, Any], dict[str, list[Evidence]]]:
+    """The ``activity.*`` facts, and for each activity the lines that show it (one per stream)."""
+    last = last_activities(scans, activities, streams)
+    facts: dict[str, Any] = {f"activity.{a.id}": 0 for a in activities}
+    counts = Counter(act.id for act, _ in last.values())
+    facts.update({f"activity.{k}": v for k, v in counts.items()})
+    facts["activity.streams"] = len(last)
+    victim_rank = victims[0].rank if victims else None
+    mine = last.get(("rank", victim_rank)) if victim_rank is not None else None
+    if mine is None and len(last) == 1:
+        mine = next(iter(last.values()))
+    facts["activity.victim"] = mine[0].id if mine else None
+    latest = {act.id: (line.file, line.no) for act, line in sorted(last.values(), key=lambda v: (v[1].file, v[1].no))}
+    facts["activity.last"] = max(counts, key=lambda k: (counts[k], latest[k])) if counts else None
+    evidence: dict[str, list[Evidence]] = {}
+    ordered = sorted(last.items(), key=lambda kv: (kv[0][0] != "rank", str(kv[0][1])))
+    for _, (act, line) in ordered:
+        evidence.setdefault(act.id, []).append(Evidence(line.file, line.no, line.text))
+    return facts, evidence

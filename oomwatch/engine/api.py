@@ -1,0 +1,56 @@
+"""The one road to a Diagnosis: rules, scanner and diagnosis loaded once, used by every front end.
+
+``oomwatch diagnose`` (logs), ``oomwatch run`` (the command's output, its kernel reports, its
+samples) and the agent's incidents (the kernel's report or what the agent saw, the job's output,
+its history) all hand their evidence to :meth:`Engine.diagnose`; rules/verdicts.yaml and
+rules/causes.yaml decide on every path, so the same evidence gives the same verdict, victim and
+cause wherever it comes from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from oomwatch.engine.diagnose import diagnose
+from oomwatch.engine.diagnosis import Diagnosis
+from oomwatch.engine.loader import RuleSet, load_rules
+from oomwatch.engine.model import LiveEvidence, Observed, Program
+from oomwatch.engine.scanner import Scanner, ScanResult
+from oomwatch.errors import RulesError
+
+
+class Engine:
+    def __init__(self, rules: RuleSet, backend: str | None = None) -> None:
+        self.rules = rules
+        self.scanner = Scanner(rules, backend=backend)
+
+    @classmethod
+    def load(cls, rules_dirs: Iterable[Path] = (), backend: str | None = None) -> Engine:
+        """The built-in rules plus ``rules_dirs``; :class:`RulesError` if any does not load."""
+        rules = load_rules(rules_dirs)
+        if rules.errors:
+            first = rules.errors[0]
+            more = f" (and {len(rules.errors) - 1} more; run `oomwatch rules lint`)" if len(rules.errors) > 1 else ""
+            raise RulesError(f"rules cannot be loaded: {first}{more}")
+        return cls(rules, backend)
+
+    def scan(
+        self, name: str, data: bytes | Iterable[bytes], progress: Callable[[int], None] | None = None
+    ) -> ScanResult:
+        """One input: ``data`` is its bytes, or its chunks (a file read piece by piece)."""
+        chunks = [data] if isinstance(data, bytes) else data
+        return self.scanner.scan(name, chunks, progress=progress)
+
+    def diagnose(
+        self,
+        scans: Sequence[ScanResult],
+        *,
+        known: Mapping[int, tuple[str, int | None]] | None = None,
+        live: LiveEvidence | None = None,
+        observed: Observed | None = None,
+        program: Program | None = None,
+    ) -> Diagnosis:
+        """All the evidence of one failure: scanned inputs, roles seen live, the live analyzers'
+        facts, what the agent observed itself, and the code that ran."""
+        return diagnose(scans, self.rules, known=known, live=live, observed=observed, program=program)

@@ -1,0 +1,368 @@
+"""The code that ran: the training script (and modules it imports from its own folder), parsed with
+``ast`` and matched against rules/code.yaml — the calls behind each mechanism, each hit a
+``file:line`` of evidence. Pure: the edge reads the files (:mod:`oomwatch.scripts`); nothing here
+imports or runs them.
+
+A keyword's value decides a hit only when it can be known: a constant, or a name or attribute
+(``args.keep_in_memory``, ``data_args.keep_in_memory``) that an ``add_argument`` or a dataclass field
+of the same files defines, read from the command line when it is known, else the default. A value
+that cannot be known is said as such in the evidence and still counts.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from oomwatch.engine.code_rules import CodeRule, Matcher
+from oomwatch.engine.model import Evidence, Program, SourceFile
+
+MAX_SOURCE = 1 << 20  # characters of one file that are parsed
+EVICTING = ("pop", "popitem", "clear", "popleft")  # calls that bound a cache
+
+
+@dataclass(frozen=True)
+class CodeHit:
+    rule: str
+    file: str
+    line: int
+    text: str
+    value: float | None = None  # a number the rule captured (prefetch_factor=16)
+    note: str = ""  # "(set by args.x: default)" and the like
+
+    @property
+    def evidence(self) -> Evidence:
+        return Evidence(self.file, self.line, self.text + (f"  [{self.note}]" if self.note else ""))
+
+
+def dotted(node: ast.AST) -> str:
+    """``torch.load`` for ``torch.load``, ``multiprocessing.Manager().dict`` for a call chain."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return f"{dotted(node.func)}()"
+    if isinstance(node, ast.Subscript):
+        return f"{dotted(node.value)}[]"
+    return "?"
+
+
+def name_matches(name: str, wanted: Iterable[str]) -> bool:
+    """``torch.load`` is wanted by ``torch.load`` and ``load``; ``x.Manager().dict`` by ``Manager().dict``."""
+    return any(name == w or name.endswith("." + w) for w in wanted)
+
+
+class _Flags:
+    """What the command line (or, without it, the defaults) says a script's options are."""
+
+    def __init__(self, trees: Sequence[ast.Module], argv: Sequence[str] | None) -> None:
+        self.argv = argv
+        self.options: dict[str, tuple[str | None, Any]] = {}  # dest -> (action, default)
+        self.fields: dict[str, Any] = {}  # dataclass field name -> default
+        for tree in trees:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and dotted(node.func).endswith("add_argument"):
+                    self._option(node)
+                elif isinstance(node, ast.ClassDef):
+                    for stmt in node.body:
+                        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                            self.fields[stmt.target.id] = _field_default(stmt.value)
+
+    def _option(self, call: ast.Call) -> None:
+        flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        kw = {k.arg: k.value for k in call.keywords if k.arg}
+        longs = [f for f in flags if f.startswith("--")]
+        dest = _const(kw["dest"]) if "dest" in kw else (longs[0][2:] if longs else (flags[0] if flags else None))
+        if not isinstance(dest, str):
+            return
+        action = _const(kw["action"]) if "action" in kw else None
+        default = _const(kw["default"]) if "default" in kw else (action == "store_false" if action else None)
+        self.options[dest.lstrip("-").replace("-", "_")] = (action if isinstance(action, str) else None, default)
+
+    def value(self, name: str) -> tuple[bool, Any, str]:
+        """(known, value, how it was known) of option or field ``name``."""
+        key = name.replace("-", "_")
+        if key in self.options:
+            action, default = self.options[key]
+            given = self._given(key, action)
+            if given is not None:
+                return True, given, "from the command line"
+            return True, default, "its default" if self.argv is not None else "its default (command line not known)"
+        if key in self.fields:
+            given = self._given(key, "store_true" if isinstance(self.fields[key], bool) else None)
+            if given is not None:
+                return True, given, "from the command line"
+            return self.fields[key] is not _UNKNOWN, self.fields[key], "its default"
+        return False, None, ""
+
+    def _given(self, key: str, action: str | None) -> Any:
+        if not self.argv:
+            return None
+        spellings = {"--" + key, "--" + key.replace("_", "-")}
+        for i, arg in enumerate(self.argv):
+            flag, eq, rest = arg.partition("=")
+            if flag not in spellings:
+                continue
+            if action in ("store_true", "store_false"):
+                return action == "store_true"
+            text = rest if eq else (self.argv[i + 1] if i + 1 < len(self.argv) else "")
+            if not eq and (not text or text.startswith("--")):
+                return True  # a bare flag of an HF dataclass bool field
+            return _parse_value(text)
+        return None
+
+
+_UNKNOWN = object()
+
+
+def _const(node: ast.AST | None) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        value = node.operand.value
+        return -value if isinstance(value, (int, float)) else _UNKNOWN
+    return _UNKNOWN
+
+
+def _field_default(node: ast.AST | None) -> Any:
+    if isinstance(node, ast.Call) and dotted(node.func).endswith("field"):
+        for k in node.keywords:
+            if k.arg == "default":
+                return _const(k.value)
+        return _UNKNOWN
+    return _const(node) if node is not None else _UNKNOWN
+
+
+def _parse_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "yes", "1"):
+        return True
+    if low in ("false", "no", "0", "none"):
+        return False if low != "none" else None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+class _Matcher(ast.NodeVisitor):
+    def __init__(self, rules: Sequence[CodeRule], source: SourceFile, lines: list[str], flags: _Flags) -> None:
+        self.matchers = [(r.id, m) for r in rules for m in r.matchers if m.kind != "text"]
+        self.source = source
+        self.lines = lines
+        self.flags = flags
+        self.hits: list[CodeHit] = []
+        self.functions: list[str] = []
+        self.classes: list[ast.ClassDef] = []
+
+    def _hit(self, rule: str, node: ast.AST, value: float | None = None, note: str = "") -> None:
+        no = getattr(node, "lineno", 0)
+        text = self.lines[no - 1].strip() if 0 < no <= len(self.lines) else ""
+        self.hits.append(CodeHit(rule, self.source.path, no, text, value, note))
+
+    def _inside(self, m: Matcher) -> bool:
+        return not m.inside or bool(self.functions and self.functions[-1] in m.inside)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for rule, m in self.matchers:
+            if m.kind == "decorator":
+                for dec in node.decorator_list:
+                    self._decorator(rule, m, dec)
+        self.functions.append(node.name)
+        self.generic_visit(node)
+        self.functions.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor's naming
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.classes.append(node)
+        self.generic_visit(node)
+        self.classes.pop()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = dotted(node.func)
+        for rule, m in self.matchers:
+            if m.kind == "call" and name_matches(name, m.calls) and self._inside(m):
+                self._call(rule, m, node)
+            elif m.kind == "decorator" and isinstance(node.func, ast.Call) and node.args:
+                self._decorator(rule, m, node.func)  # functools.lru_cache(maxsize=None)(self.decode): by hand
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for rule, m in self.matchers:
+            if not self._inside(m):
+                continue
+            if m.kind == "subscript_store":
+                if any(isinstance(t, ast.Subscript) and self._self_attr(t.value, m) for t in node.targets):
+                    self._hit(rule, node)
+            elif (
+                m.kind == "assign_objects"
+                and self.classes
+                and any(self._self_attr(t, m) for t in node.targets)
+                and _objects(node.value, m.values)
+                and (not m.class_has or _has_method(self.classes[-1], m.class_has))
+            ):
+                self._hit(rule, node)
+        self.generic_visit(node)
+
+    def _self_attr(self, node: ast.AST, m: Matcher) -> bool:
+        """``self.x`` (the instance's own attribute), not bounded anywhere in its class when asked."""
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            return False
+        return not (m.unless_evicted and self.classes and _evicted(self.classes[-1], node.attr))
+
+    def _call(self, rule: str, m: Matcher, node: ast.Call) -> None:
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        notes: list[str] = []
+        for name, want in m.keyword.items():
+            if name not in kw:
+                return
+            ok, note = self._holds(kw[name], want)
+            if not ok:
+                return
+            notes.append(note)
+        for name, unwanted in m.without.items():
+            if name in kw and (unwanted == "*" or self._holds(kw[name], unwanted, unknown=False)[0]):
+                return
+        value = None
+        for name, least in m.keyword_ge.items():
+            if name not in kw:
+                return
+            known, v, note = self._value(kw[name])
+            number = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if known and not (number and v >= least):
+                return
+            value = float(v) if known and number else None
+            notes.append(note)
+        if m.first_arg and not (node.args and _objects(node.args[0], m.first_arg)):
+            return
+        self._hit(rule, node, value, "; ".join(n for n in notes if n))
+
+    def _decorator(self, rule: str, m: Matcher, dec: ast.AST) -> None:
+        call = dec if isinstance(dec, ast.Call) else None
+        if not name_matches(dotted(call.func if call is not None else dec), m.calls):
+            return
+        if m.keyword:  # e.g. lru_cache(maxsize=None): bare @lru_cache keeps 128
+            kw = {k.arg: k.value for k in call.keywords if k.arg} if call is not None else {}
+            if not all(k in kw and self._holds(kw[k], want)[0] for k, want in m.keyword.items()):
+                return
+        self._hit(rule, dec)
+
+    def _value(self, node: ast.AST) -> tuple[bool, Any, str]:
+        value = _const(node)
+        if value is not _UNKNOWN:
+            return True, value, ""
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            known, value, how = self.flags.value(dotted(node).rsplit(".", 1)[-1])
+            if known:
+                return True, value, f"{dotted(node)} = {value!r}, {how}"
+            return False, None, f"set by {dotted(node)}: its value is not known here"
+        return False, None, "its value is not known here"
+
+    def _holds(self, node: ast.AST, want: Any, unknown: bool = True) -> tuple[bool, str]:
+        """Whether a keyword's value is ``want`` (True: truthy); ``unknown`` when it cannot be told."""
+        known, value, note = self._value(node)
+        if not known:
+            return unknown, note
+        if want is True:
+            return bool(value), note
+        return value == want, note
+
+
+def _objects(node: ast.AST, kinds: Sequence[str]) -> bool:
+    """Whether ``node`` builds Python objects of one of ``kinds``: list (a literal, comprehension or
+    ``list(...)``), dict, calls named like ``tolist``/``json.load``."""
+    if isinstance(node, ast.Call):
+        name = dotted(node.func)
+        if "call:" + name in kinds or any(k.startswith("call:") and name_matches(name, [k[5:]]) for k in kinds):
+            return True
+        if node.args and (("list" in kinds and name in ("list", "sorted")) or ("dict" in kinds and name == "dict")):
+            return True
+    if "list" in kinds and (isinstance(node, ast.ListComp) or (isinstance(node, ast.List) and node.elts)):
+        return True
+    return "dict" in kinds and (isinstance(node, ast.DictComp) or (isinstance(node, ast.Dict) and bool(node.keys)))
+
+
+def _has_method(cls: ast.ClassDef, names: Sequence[str]) -> bool:
+    return any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in names for s in cls.body)
+
+
+def _evicted(cls: ast.ClassDef, attr: str) -> bool:
+    """``self.attr`` is bounded somewhere in the class: popped, cleared, deleted from, or its length checked."""
+    mine = f"self.{attr}"
+    for node in ast.walk(cls):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and dotted(func.value) == mine and func.attr in EVICTING:
+            return True
+        if isinstance(func, ast.Name) and func.id == "len" and node.args and dotted(node.args[0]) == mine:
+            return True
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Delete):
+            for t in node.targets:
+                if isinstance(t, ast.Subscript) and dotted(t.value) == f"self.{attr}":
+                    return True
+    return False
+
+
+def scan_program(program: Program, rules: Sequence[CodeRule]) -> tuple[list[CodeHit], list[str]]:
+    """Every hit of ``rules`` in ``program``'s files, and notes (files that do not parse)."""
+    trees: list[tuple[SourceFile, ast.Module]] = []
+    notes: list[str] = []
+    for f in program.files:
+        try:
+            trees.append((f, ast.parse(f.text[:MAX_SOURCE])))
+        except (SyntaxError, ValueError) as exc:
+            notes.append(f"{f.path}: not parsed as Python ({exc.__class__.__name__}): its calls were not looked at")
+    flags = _Flags([t for _, t in trees], program.argv)
+    hits: list[CodeHit] = []
+    for f, tree in trees:
+        matcher = _Matcher(rules, f, f.text.splitlines(), flags)
+        matcher.visit(tree)
+        hits.extend(matcher.hits)
+        hits.extend(_text_hits(f, rules))
+    unique = {(h.rule, h.file, h.line): h for h in hits}  # Manager().dict(): one hit a line
+    return sorted(unique.values(), key=lambda h: (h.rule, h.file, h.line)), notes
+
+
+def _text_hits(f: SourceFile, rules: Sequence[CodeRule]) -> list[CodeHit]:
+    texts = [(r.id, m.pattern) for r in rules for m in r.matchers if m.kind == "text"]
+    out = []
+    for no, line in enumerate(f.text[:MAX_SOURCE].splitlines(), 1):
+        code = line.split("#", 1)[0]
+        for rule, pattern in texts:
+            if pattern.search(code, timeout=0.25):
+                out.append(CodeHit(rule, f.path, no, line.strip()))
+                break
+    return out
+
+
+def code_facts(hits: Sequence[CodeHit], rules: Sequence[CodeRule], program: Program | None) -> dict[str, Any]:
+    """``code.<id>`` (hits), ``code.<id>.value`` (the largest number captured), ``code.files``."""
+    facts: dict[str, Any] = {"code.files": len(program.files) if program is not None else 0}
+    for rule in rules:
+        mine = [h for h in hits if h.rule == rule.id]
+        # without the code, its facts are unknown (None), not "no hit" (0)
+        facts[f"code.{rule.id}"] = len(mine) if program is not None and program.files else None
+        values = [h.value for h in mine if h.value is not None]
+        facts[f"code.{rule.id}.value"] = max(values) if values else None
+    return facts
+
+
+def check_code_examples(rule: CodeRule) -> list[str]:
+    """Problems with one code rule's examples: each `match` snippet must hit it, no `no_match` one."""
+    problems = []
+    for want, snippets in ((True, rule.match), (False, rule.no_match)):
+        for snippet in snippets:
+            hits, notes = scan_program(Program((SourceFile("example.py", snippet),)), [rule])
+            if notes:
+                problems.append(f"example does not parse: {snippet!r}")
+            elif bool(hits) != want:
+                problems.append(
+                    f"{'match' if want else 'no_match'} example {'misses' if want else 'hits'}: {snippet!r}"
+                )
+    return problems

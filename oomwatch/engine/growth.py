@@ -1,0 +1,116 @@
+"""The shape of memory over time: a step up then a plateau (data materialized at load: a dataset
+in memory, a checkpoint, every rank's copy) against a climb with the steps (accumulation: a cache,
+a leak, outputs kept every step). Read from the agent's samples of the victim (its USS, else its
+anonymous memory), else from the memory figures the job printed about itself (RSS, ``ru_maxrss``,
+psutil, ``free``; the hint ``host_memory``), per rank, in the order printed.
+
+``growth.shape`` is ``step`` when 80% of the rise came in the first 40% of the series and it then
+held, ``climb`` when the rise spread over the series (the 80% mark in its last half, a straight
+least-squares fit: r² >= 0.8), ``flat`` when it hardly rose, else ``mixed``. A series killed while
+it still rises at load looks like a climb: the cause rules weigh it with what the job was doing
+(engine.activity). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from oomwatch.engine.model import Event, Evidence, LiveProcess
+from oomwatch.engine.sizes import human, parse_size
+
+MIB = 1 << 20
+MIN_POINTS = 3
+MIN_RISE = 16 * MIB  # less than this (or 20% of the start) is flat
+GROWTH_FACTS = ("growth.shape", "growth.basis", "growth.ratio", "growth.bytes", "growth.points", "growth.r2")
+
+
+def _r2(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    if sxx == 0 or syy == 0:
+        return None
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    return (sxy * sxy) / (sxx * syy)
+
+
+def shape(points: Sequence[tuple[float, int]]) -> tuple[str, float | None]:
+    """(step | climb | flat | mixed, r²) of a series of (time or order, bytes)."""
+    if len(points) < MIN_POINTS:
+        return "mixed", None
+    xs = [float(t) for t, _ in points]
+    ys = [float(v) for _, v in points]
+    start, peak = ys[0], max(ys)
+    rise = peak - start
+    r2 = _r2(xs, ys)
+    if rise < max(MIN_RISE, 0.2 * start):
+        return "flat", r2
+    span = xs[-1] - xs[0] or 1.0
+    at80 = next(x for x, y in zip(xs, ys, strict=True) if y - start >= 0.8 * rise)
+    when = (at80 - xs[0]) / span
+    held = ys[-1] - start >= 0.8 * rise
+    if when <= 0.4 and held and xs[-1] - at80 > 0:
+        return "step", r2
+    if when >= 0.5 and r2 is not None and r2 >= 0.8:
+        return "climb", r2
+    return "mixed", r2
+
+
+def printed_series(events: Sequence[Event]) -> dict[tuple[str, str], list[tuple[int, int, Event]]]:
+    """The memory figures the job printed about itself: (file, who) -> [(order, bytes, event)]."""
+    series: dict[tuple[str, str], list[tuple[int, int, Event]]] = {}
+    for ev in events:
+        if ev.kind == "hint" and ev.fields.get("hint") == "host_memory":
+            size = parse_size(ev.fields.get("value"), ev.fields.get("unit") or "M")
+            if size:
+                key = (ev.line.file, ev.fields.get("who", ""))
+                series.setdefault(key, []).append((len(series.get(key, ())), size, ev))
+    return series
+
+
+def growth_facts(
+    victim: LiveProcess | None, events: Sequence[Event], victim_rank: int | None
+) -> tuple[dict[str, Any], list[Evidence]]:
+    facts: dict[str, Any] = dict.fromkeys(GROWTH_FACTS)
+    if victim is not None and len(victim.points) >= MIN_POINTS:
+        points = list(victim.points)
+        kind, r2 = shape(points)
+        rank = f", rank {victim.rank}" if victim.rank is not None else ""
+        who = f"pid {victim.pid} ({victim.comm}, {victim.role}{rank})"
+        (t0, v0), (t1, v1) = points[0], points[-1]
+        peak = max(v for _, v in points)
+        what = "USS (private memory)" if victim.basis == "USS" else "anonymous memory"
+        text = (
+            f"{who}: {what} {human(v0)} → {human(peak)} (peak) → {human(v1)} over {t1 - t0:.1f} s, "
+            f"{len(points)} samples: {kind}"
+        )
+        facts.update(_numbers(kind, f"{victim.basis} samples", v0, peak, len(points), r2))
+        return facts, [Evidence("agent history", 0, text)]
+    series = printed_series(events)
+    if not series:
+        return facts, []
+    mine = [s for (_, who), s in series.items() if victim_rank is not None and who == str(victim_rank)]
+    chosen = max(mine or list(series.values()), key=len)
+    if len(chosen) < MIN_POINTS:
+        return facts, []
+    kind, r2 = shape([(i, v) for i, v, _ in chosen])
+    peak = max(v for _, v, _ in chosen)
+    facts.update(_numbers(kind, "printed memory figures", chosen[0][1], peak, len(chosen), r2))
+    top = max(chosen, key=lambda c: c[1])
+    picked = [chosen[0][2], top[2]] if top is not chosen[0] else [chosen[0][2]]
+    if chosen[-1][2] not in picked:
+        picked.append(chosen[-1][2])
+    return facts, [e.evidence for e in picked]
+
+
+def _numbers(kind: str, basis: str, first: int, peak: int, n: int, r2: float | None) -> dict[str, Any]:
+    return {
+        "growth.shape": kind,
+        "growth.basis": basis,
+        "growth.ratio": round(peak / max(first, MIB), 2),
+        "growth.bytes": peak - first,
+        "growth.points": n,
+        "growth.r2": round(r2, 2) if r2 is not None else None,
+    }

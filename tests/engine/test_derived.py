@@ -1,0 +1,199 @@
+"""Facts that need no hint word: the activity of each rank's last lines, the shape of the job's memory
+across its processes and over time, the calls in the code that ran."""
+
+from __future__ import annotations
+
+from oomwatch.engine.activity import activity_facts
+from oomwatch.engine.code import code_facts, scan_program
+from oomwatch.engine.diagnose import diagnose
+from oomwatch.engine.growth import growth_facts, shape
+from oomwatch.engine.jobshape import Member, job_facts
+from oomwatch.engine.loader import load_rules
+from oomwatch.engine.model import Evidence, LiveProcess, Program, SourceFile
+from oomwatch.engine.scanner import WINDOW, Scanner
+
+RULES = load_rules()
+MIB = 1 << 20
+
+
+def _scan(name: str, text: str, chunks: int = 1):
+    data = text.encode()
+    step = max(1, len(data) // chunks)
+    return Scanner(RULES).scan(name, [data[i : i + step] for i in range(0, len(data), step)])
+
+
+# ------------------------------------------------------------------ activity
+
+
+def test_each_ranks_last_activity_before_the_kill() -> None:
+    log = "\n".join(
+        [
+            "[rank 0] step 10 loss 2.31",
+            "[rank 1] step 10 loss 2.29",
+            "[rank 0] Loading checkpoint /ckpt/last.pt",
+            "[rank 1] Loading checkpoint /ckpt/last.pt",
+            "E1201 09:28:44.984000 3292 api.py:1002] failed (exitcode: -9) local_rank: 0 (pid: 3299) of binary: /usr/bin/python",
+            "[rank 1] Traceback (most recent call last):",
+            "[rank 1] step 11 loss 2.28",  # after the kill: not what it was doing
+        ]
+    )
+    scan = _scan("train.log", log + "\n")
+    assert [line.no for line in scan.before_failure] == [1, 2, 3, 4]
+    facts, evidence = activity_facts([scan], RULES.activities, RULES.streams, [])
+    assert facts["activity.checkpoint_load"] == 2 and facts["activity.training"] == 0
+    assert facts["activity.streams"] == 2 and facts["activity.last"] == "checkpoint_load"
+    assert [e.line for e in evidence["checkpoint_load"]] == [3, 4]
+
+
+def test_the_window_before_the_failure_crosses_chunks_and_keeps_line_numbers() -> None:
+    filler = [f"iter {i}: loss 3.{i % 10}, time 212.4ms" for i in range(3000)]
+    log = "\n".join([*filler, "loading dataset from /data/tokenized", "Killed"]) + "\n"
+    scan = _scan("run.log", log, chunks=7)
+    assert sum(len(line.text) + 1 for line in scan.before_failure) <= WINDOW
+    last = scan.before_failure[-1]
+    assert (last.no, last.text) == (3001, "loading dataset from /data/tokenized")
+    assert scan.last_lines[-1].no == 3002
+    facts, _ = activity_facts([scan], RULES.activities, RULES.streams, [])
+    assert facts["activity.victim"] == "dataset_load"  # one stream: it is the victim's
+
+
+def test_a_per_rank_log_file_names_its_rank_and_ends_at_the_kill() -> None:
+    scan = _scan("job output /tmp/tel/none_x/attempt_0/3/stdout.log", "step 1 loss 2.0\nbuilding the FAISS index\n")
+    assert scan.before_failure is None
+    facts, _ = activity_facts([scan], RULES.activities, RULES.streams, [])
+    assert facts["activity.index_build"] == 1
+
+
+# ------------------------------------------------------------------ job shape
+
+
+def _m(pid: int, role: str, mib: int, rank: int | None = None, name: str = "python") -> Member:
+    return Member(pid, name, role, rank, mib * MIB, Evidence("t", pid, f"row {pid}"))
+
+
+def test_ranks_alike_filling_the_limit() -> None:
+    ranks = [_m(10 + i, "rank", m, i) for i, m in enumerate([340, 352, 360, 330])]
+    facts, evidence = job_facts([_m(9, "launcher", 140, name="pt_elastic"), *ranks], [], 1536 * MIB, 10, None, "t")
+    assert facts["job.ranks"] == 4 and facts["job.ranks_alike"] == 4
+    assert facts["job.ranks_share"] > 0.85
+    assert facts["job.top_rank_ratio"] < 1.1
+    assert len(evidence["job:ranks"]) == 4
+
+
+def test_one_rank_far_above_the_others() -> None:
+    ranks = [_m(10, "rank", 900, 0), _m(11, "rank", 300, 1), _m(12, "rank", 320, 2), _m(13, "rank", 310, 3)]
+    facts, evidence = job_facts(ranks, [], 4096 * MIB, 10, None, "t")
+    assert facts["job.top_rank"] == 0 and facts["job.top_rank_ratio"] >= 2.8 and facts["job.top_rank_is_victim"]
+    assert facts["job.ranks_alike"] == 3  # the three others are alike
+    assert evidence["job:top_rank"][0].line == 10
+
+
+def test_another_program_invoking_the_oom_killer() -> None:
+    table = [_m(10, "rank", 200, 0), _m(11, "other", 600, name="sort")]
+    facts, evidence = job_facts(table, table, 1024 * MIB, 10, "sort", "t")
+    assert facts["job.outsider_name"] == "sort" and facts["job.outsider_share"] > 0.5
+    assert facts["job.trigger_outside"] is True and facts["job.trigger_share"] > 0.5
+    assert evidence["job:outsider"][0].line == 11
+
+
+# ------------------------------------------------------------------ growth
+
+
+def test_step_then_plateau_is_not_a_climb() -> None:
+    step = [(0, 50 * MIB), (1, 400 * MIB), (2, 405 * MIB), (3, 404 * MIB), (4, 406 * MIB), (5, 407 * MIB)]
+    climb = [(t, (50 + 60 * t) * MIB) for t in range(8)]
+    assert shape(step)[0] == "step"
+    assert shape(climb)[0] == "climb"
+    assert shape([(t, 300 * MIB + t) for t in range(8)])[0] == "flat"
+
+
+def test_growth_from_samples_and_from_printed_figures() -> None:
+    victim = LiveProcess(7, "python", "rank", 0, "USS", tuple((float(t), (100 + 80 * t) * MIB) for t in range(6)))
+    facts, lines = growth_facts(victim, [], 0)
+    assert facts["growth.shape"] == "climb" and facts["growth.basis"] == "USS samples" and lines
+    log = "".join(f"[rank 1] step {i} loss 2.{i} rss={1000 + 300 * i}MiB\n" for i in range(6))
+    scan = _scan("train.log", log)
+    facts, lines = growth_facts(None, scan.events, 1)
+    assert facts["growth.shape"] == "climb" and facts["growth.basis"] == "printed memory figures"
+    assert facts["growth.points"] == 6 and [e.line for e in lines] == [1, 6]
+
+
+# ------------------------------------------------------------------ code
+
+
+def _code(text: str, argv: tuple[str, ...] | None = None) -> dict:
+    program = Program((SourceFile("train.py", text),), argv)
+    hits, notes = scan_program(program, RULES.code)
+    assert notes == []
+    return code_facts(hits, RULES.code, program)
+
+
+KIM = """
+import argparse, datasets
+p = argparse.ArgumentParser()
+p.add_argument("--keep-in-memory", action="store_true")
+args = p.parse_args()
+ds = datasets.load_from_disk(args.data, keep_in_memory=args.keep_in_memory)
+"""
+
+
+def test_a_flag_decides_a_keyword_from_the_command_line() -> None:
+    assert _code(KIM, ("python", "train.py", "--keep-in-memory"))["code.keep_in_memory"] == 1
+    assert _code(KIM, ("python", "train.py"))["code.keep_in_memory"] == 0
+    assert _code(KIM)["code.keep_in_memory"] == 0  # no command line: the default (store_true: False)
+
+
+def test_a_dataclass_field_and_an_unknown_value() -> None:
+    hf = """
+from dataclasses import dataclass, field
+@dataclass
+class DataArguments:
+    keep_in_memory: bool = field(default=False)
+ds = load_from_disk(path, keep_in_memory=data_args.keep_in_memory)
+"""
+    assert _code(hf, ("train.py", "--keep_in_memory"))["code.keep_in_memory"] == 1
+    assert _code(hf, ("train.py",))["code.keep_in_memory"] == 0
+    # a value no definition in the files gives is counted, and said so in the evidence
+    program = Program((SourceFile("t.py", "ds = load_from_disk(p, keep_in_memory=cfg.kim)\n"),))
+    hits, _ = scan_program(program, RULES.code)
+    assert [h.rule for h in hits] == ["keep_in_memory"] and "not known" in hits[0].evidence.text
+
+
+def test_code_facts_are_unknown_without_code() -> None:
+    facts = code_facts([], RULES.code, None)
+    assert facts["code.files"] == 0 and facts["code.torch_load"] is None
+
+
+def test_the_seed_case_is_named_from_the_task_table_and_the_last_lines() -> None:
+    """Four torchrun ranks with equal anonymous RSS filling a cgroup, each printing only that it is
+    loading the dataset: a duplication cause, without a hint word; with the script, keep_in_memory."""
+    rows = "\n".join(
+        f"[ 10.1] [  {pid}]     0 {pid}   535505   {anon + 52000}    {anon}    52000         0  1462272        0"
+        "             0 python"
+        for pid, anon in ((2913, 90000), (2914, 88000), (2915, 91000), (2916, 86000))
+    )
+    kernel = "\n".join(
+        [
+            "[ 10.0] python invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0",
+            "[ 10.0] memory: usage 1536000kB, limit 1536000kB, failcnt 0",
+            "[ 10.1] Tasks state (memory values in pages):",
+            "[ 10.1] [  pid  ]   uid  tgid total_vm      rss rss_anon rss_file rss_shmem pgtables_bytes swapents"
+            " oom_score_adj name",
+            "[ 10.1] [  2889]     0  2889   216056    70469    37412    33057         0   765952        0"
+            "             0 pt_elastic",
+            rows,
+            "[ 10.2] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/job,"
+            "task_memcg=/job,task=python,pid=2915,uid=0",
+            "[ 10.2] Memory cgroup out of memory: Killed process 2915 (python) total-vm:2142084kB, anon-rss:364000kB, "
+            "file-rss:208000kB, shmem-rss:0kB, UID:0 pgtables:1428kB oom_score_adj:0",
+        ]
+    )
+    console = "".join(f"[rank {r}] loading dataset\n" for r in range(4))
+    scans = [_scan("console.txt", console), _scan("dmesg.txt", kernel + "\n")]
+    d = diagnose(scans, RULES)
+    assert d.verdict == "cgroup_oom" and d.victims[0].role == "rank"
+    assert d.causes[0].id == "dataset_in_ram" and d.cause_determined, [(c.id, c.confidence) for c in d.causes]
+    code = Program((SourceFile("train.py", "ds = load_from_disk(p, keep_in_memory=True)\n"),), ("train.py",))
+    d = diagnose(scans, RULES, program=code)
+    assert d.causes[0].id == "keep_in_memory_duplication" and d.cause_determined
+    assert any(e.file == "train.py" for e in d.causes[0].evidence)
