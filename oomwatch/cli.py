@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -81,6 +82,11 @@ def _progress(path: str) -> Iterator[Callable[[int], None] | None]:
     "folder, for the calls behind each cause (keep_in_memory=True, torch.load without mmap...). Without it, "
     "a script the logs name (`train.py FAILED`, a traceback's file) is read when it is here.",
 )  # fmt: skip
+@click.option(
+    "--command", "command", default=None, metavar="CMD",
+    help="The command line that ran the job, as one string (`--command 'torchrun --nproc-per-node 8 train.py "
+    "--epochs 3'`): its script is read like --script, and its flags decide what the script's options were.",
+)  # fmt: skip
 @click.option("--no-code", is_flag=True, help="Read no script at all, neither given nor named by the logs.")
 @click.option("--backend", type=click.Choice(["hyperscan", "re2", "re"]), default=None, hidden=True)
 def diagnose_cmd(
@@ -89,6 +95,7 @@ def diagnose_cmd(
     rules_dirs: tuple[Path, ...],
     history_db: Path | None,
     scripts: tuple[Path, ...],
+    command: str | None,
     no_code: bool,
     backend: str | None,
 ) -> None:
@@ -98,6 +105,11 @@ def diagnose_cmd(
     kubectl / slurm / docker output; `-` reads standard input; gzip is detected. Give
     several at once (e.g. the launcher's output and the node's dmesg): they are read
     together, and a pid named by the launcher is linked to the kernel's victim.
+
+    The training script tells causes apart that logs cannot (keep_in_memory=True,
+    torch.load without mmap, a cache filled in __getitem__): give it with --script or
+    --command, or let diagnose read the one the logs name (`train.py FAILED`, a
+    traceback's file) when it is here. It is parsed, never run, and stays local.
 
     \b
     Exit codes: 0 no memory failure found, 3 memory failure found, 4 failure that is
@@ -110,6 +122,7 @@ def diagnose_cmd(
       HOST OUT OF MEMORY (kernel OOM killer) [host_oom, confirmed]
       ...
       $ kubectl describe pod trainer-0 | oomwatch diagnose --format markdown -
+      $ oomwatch diagnose train.log dmesg.txt --command 'torchrun --nproc-per-node 4 train.py'
     """
     from oomwatch.engine.api import Engine
     from oomwatch.report import RENDERERS
@@ -125,7 +138,12 @@ def diagnose_cmd(
     except OomwatchError as exc:
         click.echo(f"oomwatch: {exc}", err=True)
         sys.exit(Exit.RULES_INVALID if isinstance(exc, RulesError) else Exit.USAGE)
-    program = None if no_code else _program(scripts, logs, scans)
+    try:
+        argv = shlex.split(command) if command else []
+    except ValueError as exc:
+        click.echo(f"oomwatch: --command: {exc}", err=True)
+        sys.exit(Exit.USAGE)
+    program = None if no_code else _program(scripts, argv, logs, scans)
     result = engine.diagnose(scans, program=program)
     if history_db is not None:
         result = _with_history(result, scans, engine, history_db, program)
@@ -133,22 +151,22 @@ def diagnose_cmd(
     sys.exit(for_verdict(result.verdict))
 
 
-def _program(scripts: tuple[Path, ...], logs: tuple[str, ...], scans: list[ScanResult]) -> Program | None:
-    """The code that ran: the scripts given, else those the logs name that exist here (relative
-    to the current directory or to the log's folder)."""
-    from oomwatch.scripts import read_program, scripts_named
+def _program(
+    scripts: tuple[Path, ...], argv: list[str], logs: tuple[str, ...], scans: list[ScanResult]
+) -> Program | None:
+    """The code that ran: the command's script and the scripts given, else those the logs name that
+    exist here (relative to the current directory or to the log's folder)."""
+    from oomwatch.scripts import read_program, script_of, scripts_named
 
     extra = list(scripts)
-    if not extra:
+    if not extra and script_of(argv) == (None, None):
         texts = [line.text for s in scans for line in (*(s.before_failure or ()), *s.last_lines)]
         folders = [Path.cwd(), *(Path(p).parent for p in logs if p != "-")]
         for named in scripts_named(texts):
             found = next((f / named for f in folders if (f / named).is_file()), None)
             if found is not None:
                 extra.append(found)
-    if not extra:
-        return None
-    program = read_program((), Path.cwd(), extra)
+    program = read_program(argv, Path.cwd(), extra)
     return program if program.files else None
 
 

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scenarios.catalog import SCENARIOS, get
+from scenarios.catalog import ALL, get
 
 
 def _mib(n: int | None) -> str:
@@ -17,8 +17,8 @@ def _mib(n: int | None) -> str:
 
 
 def _cmd_list() -> int:
-    width = max(len(n) for n in SCENARIOS)
-    for scn in SCENARIOS.values():
+    width = max(len(n) for n in ALL)
+    for scn in ALL.values():
         launch = f"torchrun x{scn.nproc}" if scn.nproc else "python"
         print(f"{scn.name:<{width}}  limit {scn.limit:>6}  {launch:<11}  {scn.title}")
     return 0

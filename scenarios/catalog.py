@@ -9,13 +9,18 @@ whole suite (every scenario, broken and fixed) runs in a few minutes on 2 cores.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SCENARIOS", "Prepared", "Scenario", "WORKLOADS", "get"]
+__all__ = ["ALL", "GENERAL", "SCENARIOS", "Prepared", "Scenario", "WORKLOADS", "get"]
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
+
+# What a diagnosis that cannot see the script may name instead of a scenario's cause: its general
+# form (a dataset held in every rank's memory, without the call that put it there).
+GENERAL = {"keep_in_memory_duplication": frozenset({"dataset_in_ram"})}
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,12 @@ class Scenario:
     fix: str = ""
     env: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what a capture's HOW.md should say about how it behaves
+    # a bash command line instead of `[torchrun ...] python script args` (another program beside the
+    # job, `accelerate launch`, a pipe): {python}, {torchrun}, {accelerate}, {script}, {workloads} and
+    # {data} are filled in; `fixed_shell` for the fixed variant (default: `shell` with fixed_args)
+    shell: str = ""
+    fixed_shell: str = ""
+    family: str = "seed"  # "seed": the first reproductions; "variants": scenarios/variants.py
 
     def environment(self) -> dict[str, str]:
         """Extra environment: one intra-op thread per process (torchrun sets this for ranks
@@ -59,10 +70,32 @@ class Scenario:
         script = str(Path("scenarios") / "workloads" / self.script)
         args = [a.replace("{data}", str(data)) for a in (self.fixed_args if fixed else self.broken_args)]
         if self.nproc:
-            torchrun = Path(sys.executable).parent / "torchrun"
-            launcher = [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
-            return [*launcher, "--nproc-per-node", str(self.nproc), script, *args]
+            return [*_torchrun(), "--nproc-per-node", str(self.nproc), script, *args]
         return [sys.executable, script, *args]
+
+    def command(self, fixed: bool, data: Path | None) -> str:
+        """The bash command line the runner starts."""
+        template = (self.fixed_shell or self.shell) if fixed else self.shell
+        if not template:
+            return shlex.join(self.argv(fixed, data))
+        args = [a.replace("{data}", str(data)) for a in (self.fixed_args if fixed else self.broken_args)]
+        bindir = Path(sys.executable).parent
+        accelerate = bindir / "accelerate"
+        values = {
+            "python": shlex.quote(sys.executable),
+            "torchrun": shlex.join(_torchrun()),
+            "accelerate": shlex.quote(str(accelerate)) if accelerate.exists() else "accelerate",
+            "script": shlex.quote(str(Path("scenarios") / "workloads" / self.script)),
+            "workloads": shlex.quote(str(Path("scenarios") / "workloads")),
+            "data": shlex.quote(str(data)) if data is not None else "",
+            "args": shlex.join(args),
+        }
+        return template.format(**values)
+
+
+def _torchrun() -> list[str]:
+    torchrun = Path(sys.executable).parent / "torchrun"
+    return [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -217,9 +250,20 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
+def _all() -> dict[str, Scenario]:
+    from scenarios.variants import VARIANTS
+
+    clash = set(VARIANTS) & set(SCENARIOS)
+    assert not clash, f"scenario names used twice: {sorted(clash)}"
+    return {**SCENARIOS, **VARIANTS}
+
+
+ALL: dict[str, Scenario] = _all()
+
+
 def get(name: str) -> Scenario:
     """The scenario called ``name`` (KeyError with the known names otherwise)."""
     try:
-        return SCENARIOS[name]
+        return ALL[name]
     except KeyError:
-        raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}") from None
+        raise KeyError(f"unknown scenario {name!r}; known: {', '.join(ALL)}") from None

@@ -128,8 +128,11 @@ def run_scenario(
     scrub_paths: bool = False,
     interval: float = 0.2,
     notes: list[str] | None = None,
+    wrap: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run ``scn`` (broken or fixed) under a memory limit and write its capture to ``out``.
+    ``wrap``: a command the scenario runs under (``oomwatch run -q --report R --``), outside the
+    cgroup: the shell it starts enters the cgroup, then runs the scenario's command as without it.
 
     Returns the contents of ``meta.json``.
     """
@@ -140,8 +143,7 @@ def run_scenario(
     timeout = timeout or scn.timeout
     out.mkdir(parents=True, exist_ok=True)
     data = prepare_data(scn, cache_dir or default_cache_dir())
-    argv = scn.argv(fixed, data)
-    command = shlex.join(argv)
+    command = scn.command(fixed, data)
     started = _dt.datetime.now(_dt.timezone.utc)
     seq = kmsg_last_seq()
     timed_out = False
@@ -150,15 +152,21 @@ def run_scenario(
         cgroup_path = cgroup_path_of(cg)
         sampler = Sampler(cg, interval=interval)
         t0 = time.monotonic()
+        shell = ["bash", "-c", f"{command}\nexit $?"]
+        if wrap:  # the wrapper stays outside the cgroup: only what it runs is confined
+            join = f"echo $$ > {shlex.quote(str(cg / 'cgroup.procs'))} && exec {shlex.join(shell)}"
+            argv, enter_first = [*wrap, "bash", "-c", join], None
+        else:
+            argv, enter_first = shell, lambda: enter(cg)
         with open(console_path, "wb") as console:
             proc = subprocess.Popen(
-                ["bash", "-c", f"{command}\nexit $?"],
+                argv,
                 cwd=ROOT,
                 env=_env(scn),
                 stdin=subprocess.DEVNULL,
                 stdout=console,
                 stderr=subprocess.STDOUT,
-                preexec_fn=lambda: enter(cg),  # noqa: PLW1509 - the child must be in the cgroup before exec
+                preexec_fn=enter_first,  # noqa: PLW1509 - the child must be in the cgroup before exec
                 start_new_session=True,
             )
             sampler.start()

@@ -37,7 +37,8 @@ RECENT_KEPT = 100  # incidents kept for oomwatch_incident_timestamp_seconds...
 RECENT_SECONDS = 3600.0  # ...for an hour: also those written before a restart, read back from disk
 NO_REMEDY = "Cause not determined: the incident lists the candidates and what to collect (oomwatch incidents show)."
 WINDOW = 300.0  # seconds of history put into an incident, and of gone processes remembered
-MAX_NEIGHBOURS = 64  # siblings of a job's log writer looked at for the reader of its pipe
+MAX_NEIGHBOURS = 64  # processes looked at for the reader of a job's pipe (each of its log writers)
+ANCESTORS = 4  # generations above a log writer where its pipe's reader may be
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -119,8 +120,8 @@ class Incidents:
                 located[job] = _Located(writers, before.files, before.code, tick.time)
                 continue
             code = jobcode.locate_code(ordered, self.proc) if self.read_code else None
-            near = _neighbours(tick, ordered)
-            located[job] = _Located(writers, locate_outputs(ordered, self.proc, near), code, tick.time)
+            near, up = _neighbours(tick, ordered)
+            located[job] = _Located(writers, locate_outputs(ordered, self.proc, near, up), code, tick.time)
         with self.lock:
             self._located.update(located)
 
@@ -205,8 +206,8 @@ class Incidents:
             known = self._located[job].files if job in self._located else []
             tick = self.last_tick
         writers = _log_writers(members)
-        neighbours = _neighbours(tick, writers) if tick is not None else {}
-        return job_outputs(writers, self.proc, known, neighbours)
+        near, up = _neighbours(tick, writers) if tick is not None else ({}, {})
+        return job_outputs(writers, self.proc, known, near, up)
 
     def _job_code(self, job: str | None) -> Program | None:
         """The code the job runs, as located while it ran, read now."""
@@ -432,17 +433,33 @@ class _Located:
     time: float
 
 
-def _neighbours(tick: Tick, pids: list[int]) -> dict[int, list[int]]:
-    """The parent and the siblings of each of ``pids`` (not more than MAX_NEIGHBOURS): who may read a
-    pipe it writes (`| tee`, slurmstepd, a container shim)."""
+def _neighbours(tick: Tick, pids: list[int]) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """Who may read a pipe each of ``pids`` writes: its ancestors (up to ANCESTORS) and their children
+    — a sibling (`python train.py | tee log`), an uncle (`torchrun ... | tee log`: the ranks inherit the
+    launcher's pipe), slurmstepd or a container shim above; at most MAX_NEIGHBOURS each. Returned
+    with each pid's ancestors."""
     parents = {p.pid: p.ppid for p in tick.processes}
-    wanted = {parents[pid] for pid in pids if pid in parents}
-    siblings: dict[int, list[int]] = {ppid: [] for ppid in wanted}
+    up: dict[int, list[int]] = {}
+    for pid in pids:
+        chain: list[int] = []
+        at = pid
+        while at in parents and len(chain) < ANCESTORS and parents[at] not in chain:
+            at = parents[at]
+            chain.append(at)
+        up[pid] = chain
+    wanted = {a for chain in up.values() for a in chain}
+    children: dict[int, list[int]] = {a: [] for a in wanted}
     for p in tick.processes:
-        near = siblings.get(p.ppid)
-        if near is not None and len(near) < MAX_NEIGHBOURS:
-            near.append(p.pid)
-    return {pid: [parents[pid], *siblings[parents[pid]]] for pid in pids if pid in parents}
+        kids = children.get(p.ppid)
+        if kids is not None and len(kids) < MAX_NEIGHBOURS:
+            kids.append(p.pid)
+    out = {}
+    for pid, chain in up.items():
+        near = list(chain)
+        for a in chain:
+            near.extend(c for c in children[a] if c not in near)
+        out[pid] = near[:MAX_NEIGHBOURS]
+    return out, up
 
 
 @dataclass

@@ -104,15 +104,20 @@ def _fds(proc: Path, pid: int) -> list[tuple[int, str]]:
     return out
 
 
-def pipe_readers_files(proc: Path, pid: int, fd: int, candidates: Iterable[int]) -> list[OutputFile]:
+def pipe_readers_files(
+    proc: Path, pid: int, fd: int, candidates: Iterable[int], ancestors: Iterable[int] = ()
+) -> list[OutputFile]:
     """The regular files written by the process among ``candidates`` that reads the pipe ``pid``'s
-    ``fd`` writes to (``python train.py | tee train.log``: tee's train.log, and its stdout if a file)."""
+    ``fd`` writes to (``python train.py | tee train.log``: tee's train.log, and its stdout if a file).
+    From a reader among ``ancestors`` (slurmstepd, a Python wrapper), only files it opened itself
+    (descriptors 3 and up): its own stdout is its caller's, not the job's log."""
     try:
         pipe = os.readlink(proc / str(pid) / "fd" / str(fd))
     except OSError:
         return []
     if not pipe.startswith("pipe:"):
         return []
+    above = set(ancestors)
     out: list[OutputFile] = []
     for reader in candidates:
         if reader == pid:
@@ -122,7 +127,8 @@ def pipe_readers_files(proc: Path, pid: int, fd: int, candidates: Iterable[int])
             continue
         # a log on disk (not a deleted temporary file), from a program that writes few: a logger, not
         # a shell or a test harness that happens to hold the pipe's other end
-        written = [n for n, link in fds if n != 0 and link.startswith("/") and not link.endswith(" (deleted)")
+        first = 3 if reader in above else 1
+        written = [n for n, link in fds if n >= first and link.startswith("/") and not link.endswith(" (deleted)")
                    and _writes(proc, reader, n)]  # fmt: skip
         if len(written) > MAX_LOGS_OF_A_READER:
             continue
@@ -131,10 +137,14 @@ def pipe_readers_files(proc: Path, pid: int, fd: int, candidates: Iterable[int])
 
 
 def locate_outputs(
-    pids: Iterable[int], proc: Path = Path("/proc"), neighbours: Mapping[int, Sequence[int]] | None = None
+    pids: Iterable[int],
+    proc: Path = Path("/proc"),
+    neighbours: Mapping[int, Sequence[int]] | None = None,
+    ancestors: Mapping[int, Sequence[int]] | None = None,
 ) -> list[OutputFile]:
     """The regular files that ``pids`` write their stdout/stderr to, directly or through a pipe to a
-    process among ``neighbours[pid]`` (its parent and siblings), at most ``MAX_FILES``; not read."""
+    process among ``neighbours[pid]`` (its ancestors and their children; ``ancestors[pid]``: which of
+    them are its ancestors), at most ``MAX_FILES``; not read."""
     out: list[OutputFile] = []
     seen: set[tuple[int, int]] = set()
     for pid in pids:
@@ -169,13 +179,14 @@ def job_outputs(
     proc: Path = Path("/proc"),
     known: Iterable[OutputFile] = (),
     neighbours: Mapping[int, Sequence[int]] | None = None,
+    ancestors: Mapping[int, Sequence[int]] | None = None,
 ) -> list[JobOutput]:
     """The job's output files, read (at most ``MAX_FILES``): those of ``pids`` still running, through
     their descriptors (works for a deleted file); then those ``known`` from earlier, through the
     descriptor if its process still runs, else by path."""
     out: list[JobOutput] = []
     read: set[tuple[int, int]] = set()
-    for f in [*locate_outputs(pids, proc, neighbours), *known]:
+    for f in [*locate_outputs(pids, proc, neighbours, ancestors), *known]:
         if len(out) >= MAX_FILES:
             break
         if (f.dev, f.ino) in read:

@@ -7,8 +7,9 @@ through, and when it fails say why, from the samples, its output and the kernel'
   ``kernel.dmesg_restrict=1``); only the OOM reports that kill one of the command's processes are used.
 - Every process ever seen in the tree is remembered with its role, first/last/peak RSS, anon, USS,
   PSS and swap; the roles seen live beat any guess from names in the diagnosis.
-- The script the command runs (and the modules it imports from its folder) is read, not run, for
-  the calls behind each mechanism (``--no-code`` turns this off).
+- The script the command runs (named by its launcher's or first rank's command line while it
+  runs, else by the command itself) and the modules it imports from its folder are read, not run,
+  for the calls behind each mechanism (``--no-code`` turns this off).
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from oomwatch.agent.analyze import analyze
+from oomwatch.agent.jobcode import CodeRef, locate_code
+from oomwatch.agent.jobcode import read_code as read_code_of
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.agent.sampler import Sampler
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.loader import load_rules
+from oomwatch.engine.model import Program
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 from oomwatch.paths import HostPaths
@@ -217,9 +221,13 @@ def run_command(
     forwarded = _forward_signals(proc)
     sampler = Sampler(paths, pss_budget=pss_budget, top_n=0, subtree=proc.pid)
     recorder = Recorder()
+    code: CodeRef | None = None
     try:
         while True:
-            recorder.add(sampler.tick())
+            tick = sampler.tick()
+            recorder.add(tick)
+            if read_code and code is None:  # the script, from the first launcher or rank that names one
+                code = locate_code([p.pid for p in tick.processes if p.role in ("launcher", "rank")], paths.proc)
             if kmsg is not None:
                 records.extend(kmsg.read_available())
             try:
@@ -247,8 +255,15 @@ def run_command(
     kernel_lines = [r.dmesg_line() for r in kernel]
     failed = returncode != 0 or bool(kernel)
     victim = kills[0][0] if kills else None
-    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, read_code) if failed else None
+    program = (read_code_of(code) or _command_code(argv)) if read_code else None
+    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, program) if failed else None
     return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started)
+
+
+def _command_code(argv: Sequence[str]) -> Program | None:
+    """The script the command line itself names, when no process of it was seen naming one."""
+    program = read_program(argv, Path.cwd())
+    return program if program.files else None
 
 
 def _diagnose(
@@ -257,7 +272,7 @@ def _diagnose(
     kernel: list[str],
     rec: Recorder,
     victim: int | None,
-    read_code: bool = True,
+    program: Program | None,
 ) -> Diagnosis:
     engine = Engine(load_rules(()))
     scans = []
@@ -266,7 +281,6 @@ def _diagnose(
         scans.append(engine.scan(f"{name} ({label})", cap.text()))
     if kernel:
         scans.append(engine.scan("kernel log (/dev/kmsg)", "\n".join(kernel).encode() + b"\n"))
-    program = read_program(argv, Path.cwd()) if read_code else None
     return engine.diagnose(scans, known=rec.roles(), live=analyze(rec.rows(), victim, node=rec.node), program=program)
 
 

@@ -157,6 +157,7 @@ class _Matcher(ast.NodeVisitor):
         self.hits: list[CodeHit] = []
         self.functions: list[str] = []
         self.classes: list[ast.ClassDef] = []
+        self.loops = 0
 
     def _hit(self, rule: str, node: ast.AST, value: float | None = None, note: str = "") -> None:
         no = getattr(node, "lineno", 0)
@@ -177,6 +178,13 @@ class _Matcher(ast.NodeVisitor):
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor's naming
 
+    def visit_For(self, node: ast.For | ast.While | ast.AsyncFor) -> None:
+        self.loops += 1
+        self.generic_visit(node)
+        self.loops -= 1
+
+    visit_While = visit_AsyncFor = visit_For  # noqa: N815 - ast.NodeVisitor's naming
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.classes.append(node)
         self.generic_visit(node)
@@ -187,6 +195,8 @@ class _Matcher(ast.NodeVisitor):
         for rule, m in self.matchers:
             if m.kind == "call" and name_matches(name, m.calls) and self._inside(m):
                 self._call(rule, m, node)
+            elif m.kind == "append_in_loop" and self.loops and self._kept(node, m):
+                self._hit(rule, node)
             elif m.kind == "decorator" and isinstance(node.func, ast.Call) and node.args:
                 self._decorator(rule, m, node.func)  # functools.lru_cache(maxsize=None)(self.decode): by hand
         self.generic_visit(node)
@@ -207,6 +217,15 @@ class _Matcher(ast.NodeVisitor):
             ):
                 self._hit(rule, node)
         self.generic_visit(node)
+
+    @staticmethod
+    def _kept(node: ast.Call, m: Matcher) -> bool:
+        """``xs.append(v)`` where ``v`` is one of the names, kept as it is (not ``v.item()``, ``v.detach()``)."""
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in m.calls and len(node.args) == 1):
+            return False
+        arg = node.args[0]
+        return isinstance(arg, ast.Name) and arg.id in m.names
 
     def _self_attr(self, node: ast.AST, m: Matcher) -> bool:
         """``self.x`` (the instance's own attribute), not bounded anywhere in its class when asked."""

@@ -33,9 +33,9 @@ import regex
 
 RULE_KEYS = {"id", "says", "match", "examples", "__line__"}
 KINDS = {"call": "call", "decorator": "decorator", "store_subscript": "subscript_store", "assign": "assign_objects",
-         "text": "text"}  # fmt: skip
+         "append_in_loop": "append_in_loop", "text": "text"}  # fmt: skip
 MODIFIERS = {"keyword", "without", "keyword_ge", "first_arg", "inside", "class_has", "unless_evicted", "value",
-             "__line__"}  # fmt: skip
+             "names", "__line__"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Matcher:
     inside: tuple[str, ...] = ()
     values: tuple[str, ...] = ()
     class_has: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
     unless_evicted: bool = False
     pattern: Any = None  # regex.Pattern[str] for kind "text"
 
@@ -97,7 +98,7 @@ def _matcher(raw: Any, errs: list[str]) -> Matcher | None:
         ge[str(k)] = float(v)
     return Matcher(
         kind=KINDS[kind],
-        calls=_names(raw[kind]) if kind in ("call", "decorator") else (),
+        calls=_names(raw[kind]) if kind in ("call", "decorator", "append_in_loop") else (),
         keyword={str(k): v for k, v in (raw.get("keyword") or {}).items() if k != "__line__"},
         without={str(k): v for k, v in (raw.get("without") or {}).items() if k != "__line__"},
         keyword_ge=ge,
@@ -105,6 +106,7 @@ def _matcher(raw: Any, errs: list[str]) -> Matcher | None:
         inside=_names(raw.get("inside")),
         values=_names(raw.get("value")),
         class_has=_names(raw.get("class_has")),
+        names=_names(raw.get("names")),
         unless_evicted=bool(raw.get("unless_evicted", False)),
         pattern=pattern,
     )

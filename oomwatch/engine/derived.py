@@ -6,7 +6,7 @@ name a cause signal gives (``job:ranks``, ``growth``, ``activity:<id>``, ``code:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from oomwatch.engine.activity import activity_facts
@@ -51,7 +51,10 @@ def derived_facts(
         capacity = rep.memcg_limit_bytes if rep.constraint == "memcg" else rep.mem_total_bytes
     live_ranks = [p for p in processes if p.role == "rank" and p.peak > 0]
     if len(live_ranks) >= 2 or not outside:
-        members, basis = live_members(processes), "agent samples (peak USS, else anonymous RSS)"
+        # a sample can miss the last second before the kill: the table's figure at the kill, when larger
+        at_kill = {m.pid: m.private for m in outside if m.pid is not None}
+        members = [replace(m, private=max(m.private, at_kill.get(m.pid or -1, 0))) for m in live_members(processes)]
+        basis = "agent samples (peak USS) and the kernel's task table at the kill"
     else:
         members, basis = outside, "kernel task table (anonymous RSS)"
     facts, evidence = job_facts(

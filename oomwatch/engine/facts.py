@@ -239,7 +239,7 @@ def _memory_growth(events: Sequence[Event]) -> float | None:
     (file and rank); None with fewer than three figures in every series."""
     series: dict[tuple[str, str], list[int]] = {}
     for ev in events:
-        if ev.kind == "hint" and ev.fields.get("hint") == "host_memory":
+        if ev.kind == "hint" and ev.fields.get("hint") == "host_memory" and not ev.line.kernel:
             size = parse_size(ev.fields.get("value"), ev.fields.get("unit") or "M")
             if size:
                 series.setdefault((ev.line.file, ev.fields.get("who", "")), []).append(size)

@@ -62,7 +62,7 @@ def printed_series(events: Sequence[Event]) -> dict[tuple[str, str], list[tuple[
     """The memory figures the job printed about itself: (file, who) -> [(order, bytes, event)]."""
     series: dict[tuple[str, str], list[tuple[int, int, Event]]] = {}
     for ev in events:
-        if ev.kind == "hint" and ev.fields.get("hint") == "host_memory":
+        if ev.kind == "hint" and ev.fields.get("hint") == "host_memory" and not ev.line.kernel:
             size = parse_size(ev.fields.get("value"), ev.fields.get("unit") or "M")
             if size:
                 key = (ev.line.file, ev.fields.get("who", ""))

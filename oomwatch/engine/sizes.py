@@ -28,7 +28,8 @@ def parse_size(text: str | None, default_unit: str = "") -> int | None:
     factor = _UNITS.get(unit)
     if factor is None:
         return None
-    return int(round(float(m.group(1)) * factor))
+    value = float(m.group(1)) * factor
+    return int(round(value)) if value < 2**63 else None  # a size no machine has (310 nines) is none
 
 
 def human(n: int | None) -> str:

@@ -85,3 +85,46 @@ def test_real_cgroup_oom_of_a_worker(tmp_path: Path):
     seen = next(p for p in doc["processes"] if p["pid"] == victim["pid"])
     assert seen["gone"] and seen["peak"]["anon"] > 64 << 20
     assert "Memory of the command's processes" in err
+
+
+def test_quiet_prints_nothing_of_its_own():
+    done = run_oomwatch("run", "-q", "--", sys.executable, "-c", "import sys; print('hello'); sys.exit(3)")
+    assert (done.returncode, done.stdout, done.stderr) == (3, b"hello\n", b"")
+
+
+# the hog above, written as a training script: a Dataset that fills a dict in __getitem__
+CACHING = """
+import os, sys, time
+class Images:
+    def __init__(self):
+        self.cache = {}
+    def __getitem__(self, idx):
+        if idx not in self.cache:
+            self.cache[idx] = bytearray(8 << 20)
+        return self.cache[idx]
+open(os.path.join(sys.argv[1], "cgroup.procs"), "w").write(str(os.getpid()))
+ds = Images()
+for step in range(10_000):
+    ds[step]
+    time.sleep(0.02)
+"""
+
+
+def test_the_script_it_runs_is_read_for_its_calls(tmp_path: Path):
+    """A cache filled in __getitem__ that the output never mentions: the code says it (file:line),
+    and --no-code leaves the script unread."""
+    require_root_cgroup()
+    (tmp_path / "train.py").write_text(CACHING)
+    causes = {}
+    for flags in ((), ("--no-code",)):
+        report = tmp_path / f"run{len(flags)}.json"
+        with memory_cgroup(120 << 20, name="oomwatch-run-code") as cg:
+            run_oomwatch("run", "-q", "--report", str(report), *flags, "--", sys.executable, "train.py", str(cg),
+                         timeout=120, cwd=tmp_path)  # fmt: skip
+        diagnosis = json.loads(report.read_text())["diagnosis"]
+        assert diagnosis["verdict"] == "cgroup_oom"
+        causes[flags] = diagnosis["causes"]
+    top = causes[()][0]
+    assert top["id"] == "unbounded_cache", causes[()]
+    assert any(e["file"] == "train.py" and e["line"] == 8 for e in top["evidence"]), top["evidence"]
+    assert not any(e["file"] == "train.py" for c in causes[("--no-code",)] for e in c["evidence"])

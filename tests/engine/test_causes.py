@@ -59,7 +59,8 @@ def test_manager_cache_from_a_manager_traceback() -> None:
     )
     d = _diag(log)
     assert d.causes[0].id == "manager_cache"
-    assert d.causes[0].confidence >= 0.8
+    # the table alone cannot tell this lone big python (no workers beside it) from the trainer
+    assert d.causes[0].confidence >= 0.7 and d.cause_determined
 
 
 def test_broken_pipes_alone_do_not_claim_a_manager() -> None:
