@@ -190,7 +190,7 @@ def synthetic_exposition(state_dir: Path) -> str:
     )
     incidents = Incidents(state_dir)
     incidents.observe(tick)
-    incidents.on_counted_kill(worker, "cgroup_oom", "/job", 1)
+    incidents.on_counted_kill(worker, "/job", 1)
     collector = AgentCollector()
     collector.incidents = incidents
     collector.forecasts = [Forecast("/job", ("job-1",), GIB, 2 * GIB, 1e6, 1073.0, 0.99)]
