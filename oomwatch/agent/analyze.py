@@ -46,10 +46,10 @@ class _Series:
     role: str
     rank: int | None
     comm: str
-    points: list[tuple[float, int | None, int | None, int | None]]  # (time, rss, anon, uss)
+    points: list[tuple[float, int | None, int | None, int | None, int | None]]  # (time, rss, anon, uss, rchar)
 
     def known(self, i: int) -> list[tuple[float, int]]:
-        """(time, value) where field ``i`` (1 rss, 2 anon, 3 uss) is known."""
+        """(time, value) where field ``i`` (1 rss, 2 anon, 3 uss, 4 rchar) is known."""
         out: list[tuple[float, int]] = []
         for p in self.points:
             v = p[i]
@@ -70,7 +70,7 @@ def _series(rows: Iterable[Any]) -> dict[int, _Series]:
         if s is None:
             s = out[pid] = _Series(pid, _get(r, "role") or "unknown", _get(r, "rank"), _get(r, "comm") or "", [])
         s.role, s.rank = _get(r, "role") or s.role, _get(r, "rank") if _get(r, "rank") is not None else s.rank
-        s.points.append((float(_get(r, "time")), _get(r, "rss"), _get(r, "anon"), _get(r, "uss")))
+        s.points.append((float(_get(r, "time")), _get(r, "rss"), _get(r, "anon"), _get(r, "uss"), _get(r, "rchar")))
     for s in out.values():
         s.points.sort(key=lambda p: p[0])
     return out
@@ -186,10 +186,10 @@ def analyze(
 def _live(s: _Series) -> LiveProcess:
     """A process's private memory over time for the engine (its USS when smaps was read at least 3
     times over MIN_SPAN, else its anonymous memory)."""
-    uss = s.known(3)
+    uss, reads = s.known(3), tuple(s.known(4))
     if len(uss) >= 3 and uss[-1][0] - uss[0][0] >= MIN_SPAN:
-        return LiveProcess(s.pid, s.comm, s.role, s.rank, "USS", tuple(uss))
-    return LiveProcess(s.pid, s.comm, s.role, s.rank, "anonymous", tuple(s.known(2)))
+        return LiveProcess(s.pid, s.comm, s.role, s.rank, "USS", tuple(uss), reads)
+    return LiveProcess(s.pid, s.comm, s.role, s.rank, "anonymous", tuple(s.known(2)), reads)
 
 
 def _swap_and_pressure(

@@ -58,7 +58,7 @@ from oomwatch.procfs.pressure import Pressure
 log = logging.getLogger("oomwatch.agent")
 
 FORMAT = "oomwatch.history"
-SCHEMA_VERSION = 2  # 2 added memory pressure (PSI avg10) to cgroup and node rows, and node totals
+SCHEMA_VERSION = 3  # 2 added memory pressure (PSI avg10) to cgroup and node rows, and node totals; 3 rchar
 MAINTAIN_EVERY = 60.0  # seconds of tick time between maintenance runs started by record()
 RETRY_OPEN_EVERY = 60.0  # seconds of tick time between attempts to open a file that could not be opened
 DEFAULT_RESOLUTION = 1.0  # the agent's default interval: the first tick's resolution, before a second one says
@@ -67,7 +67,7 @@ _BUSY_MS = 500
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 
-_PROCESS_SIZES = ("rss", "anon", "file", "shmem", "swap", "hwm", "pss", "uss", "swap_pss")
+_PROCESS_SIZES = ("rss", "anon", "file", "shmem", "swap", "hwm", "pss", "uss", "swap_pss", "rchar")
 # "limit" is an SQL keyword: the column is mem_limit, the field limit
 _CGROUP_SIZES = ("usage", "mem_limit", "effective_limit", "anon", "file", "shmem", "swap", "oom_kills")
 _CGROUP_PRESSURE = ("pressure_some", "pressure_full")  # PSI avg10, percent (REAL)
@@ -79,6 +79,11 @@ _ADDED_IN_2 = (
     ("node", "mem_total", "INTEGER"), ("node", "swap_total", "INTEGER"),
     ("node", "pressure_some", "REAL"), ("node", "pressure_full", "REAL"),
 )  # fmt: skip
+
+# what schema 3 added: the bytes each process had read (/proc/PID/io rchar; a counter: its fold, the
+# bucket's largest, is its last value)
+_ADDED_IN_3 = (("process", "rchar", "INTEGER"),)
+_ADDED = ((2, _ADDED_IN_2), (3, _ADDED_IN_3))
 
 # Samples refer to their labels by id (a job name, a cgroup path and the comm would otherwise be
 # repeated in every row and two of its indexes): the file is about half the size.
@@ -136,6 +141,7 @@ class ProcessRow:
     pss: int | None
     uss: int | None
     swap_pss: int | None
+    rchar: int | None = None  # bytes read so far (schema 3; None in older files)
 
 
 @dataclass(frozen=True)
@@ -230,7 +236,7 @@ class HistoryStore:
         self._folded_until: float | None = None  # fine rows before this were folded in this session
         self._labels_cleaned: float | None = None
         self._ids: dict[tuple[str, tuple[Any, ...]], int] = {}  # (table, label) -> id, of committed rows
-        # (connection, the (table, column)s of schema 2 its file lacks): schema 1 files read by a reader
+        # (connection, the (table, column)s of newer schemas its file lacks): older files read by a reader
         self._absent: tuple[sqlite3.Connection, set[tuple[str, str]]] | None = None
 
     # -- problems: said once, logged always ------------------------------------------------------
@@ -394,7 +400,7 @@ class HistoryStore:
             processes = [
                 (t, res, p.pid, self._id(new_ids, "job", (p.job,)),
                  self._id(new_ids, "label", (p.role, p.rank, p.local_rank, p.comm)),
-                 p.rss, p.anon, p.file, p.shmem, p.swap, p.hwm, p.pss, p.uss, p.swap_pss)
+                 p.rss, p.anon, p.file, p.shmem, p.swap, p.hwm, p.pss, p.uss, p.swap_pss, p.rchar)
                 for p in tick.processes
                 if p.in_job
             ]  # fmt: skip
@@ -662,7 +668,7 @@ class HistoryStore:
             conditions.append("p.pid = ?")
             args.append(pid)
         where = self._where(conditions, args, since, until, "p.")
-        rows = self._query(f"{_SELECT_PROCESS}{where} ORDER BY p.time, p.pid", args)
+        rows = self._query(f"{self._compatible(_SELECT_PROCESS)}{where} ORDER BY p.time, p.pid", args)
         return [ProcessRow(*r) for r in rows]
 
     def cgroups(
@@ -687,7 +693,7 @@ class HistoryStore:
         return [NodeRow(*r) for r in rows]
 
     def _compatible(self, select: str) -> str:
-        """``select`` with the columns a schema 1 file lacks read as NULL (a reader cannot upgrade it)."""
+        """``select`` with the columns an older file lacks read as NULL (a reader cannot upgrade it)."""
         with self._lock:
             conn = self._conn
             if conn is None:
@@ -695,14 +701,15 @@ class HistoryStore:
             if self._absent is None or self._absent[0] is not conn:  # once per connection
                 absent = set()
                 try:
-                    for table in {t for t, _, _ in _ADDED_IN_2}:
+                    added = [a for _, cols in _ADDED for a in cols]
+                    for table in {t for t, _, _ in added}:
                         present = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-                        absent |= {(t, c) for t, c, _ in _ADDED_IN_2 if t == table and c not in present}
+                        absent |= {(t, c) for t, c, _ in added if t == table and c not in present}
                 except sqlite3.Error:
                     return select
                 self._absent = (conn, absent)
             for table, column in self._absent[1]:
-                alias = "c" if table == "cgroup" else table
+                alias = {"cgroup": "c", "process": "p"}.get(table, table)
                 select = select.replace(f"{alias}.{column}", f"NULL AS {column}")
         return select
 
@@ -783,9 +790,10 @@ def _upgrade(conn: sqlite3.Connection, version: int) -> None:
     read them as unknown), nothing is rewritten."""
     conn.execute("BEGIN")
     try:
-        if version < 2:
-            for table, column, kind in _ADDED_IN_2:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        for since, columns in _ADDED:
+            if version < since:
+                for table, column, kind in columns:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         conn.execute("COMMIT")
     except BaseException:

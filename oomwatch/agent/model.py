@@ -31,6 +31,7 @@ class ProcessSample:
     uss: int | None = None
     swap_pss: int | None = None
     smaps_time: float | None = None  # when the smaps values above were read (wall clock, epoch seconds)
+    rchar: int | None = None  # bytes it had read (/proc/PID/io), read with smaps
     cgroup: str | None = None  # the memory cgroup's path inside its hierarchy
     gpu_memory: int | None = None
 

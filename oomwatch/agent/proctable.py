@@ -47,6 +47,7 @@ class Tracked:
     smaps_at: float | None = None
     smaps_cost: float | None = None
     smaps_time: float | None = None  # wall clock of the last smaps read
+    rchar: int | None = None  # /proc/PID/io rchar, read with smaps
     gpu_memory: int | None = None
     raw: bytes = b""  # the last status read: an identical read needs no parsing (idle processes)
     located: bool = False  # whether ``location`` (the memory cgroup, found by the sampler) is set

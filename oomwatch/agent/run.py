@@ -87,6 +87,9 @@ class Capture:
         return bytes(self.head) + gap + b"".join(self.tail)
 
 
+_Point = tuple[float, int | None, int | None, int | None, int | None]  # (time, rss, anon, uss, rchar)
+
+
 @dataclass
 class Seen:
     """What the run saw of one process."""
@@ -99,12 +102,12 @@ class Seen:
     first_uss: int | None = None
     gone: bool = False
     # the first sample and the recent ones, for the analyzers (what grew, how steadily)
-    points: deque[tuple[float, int | None, int | None, int | None]] = field(default_factory=lambda: deque(maxlen=600))
-    first_point: tuple[float, int | None, int | None, int | None] | None = None
+    points: deque[_Point] = field(default_factory=lambda: deque(maxlen=600))
+    first_point: _Point | None = None
 
     def update(self, p: ProcessSample, t: float) -> None:
         self.last, self.last_time = p, t
-        point = (t, p.rss, p.anon, p.uss)
+        point = (t, p.rss, p.anon, p.uss, p.rchar)
         if self.first_point is None:
             self.first_point = point
         self.points.append(point)
@@ -159,9 +162,9 @@ class Recorder:
             points = list(s.points)
             if s.first_point is not None and (not points or points[0] != s.first_point):
                 points.insert(0, s.first_point)
-            for t, rss, anon, uss in points:
+            for t, rss, anon, uss, rchar in points:
                 out.append({"time": t, "pid": pid, "role": s.last.role, "rank": s.last.rank, "comm": s.last.comm,
-                            "rss": rss, "anon": anon, "uss": uss})  # fmt: skip
+                            "rss": rss, "anon": anon, "uss": uss, "rchar": rchar})  # fmt: skip
         return out
 
 

@@ -7,6 +7,7 @@ count as the job ``run-<pid>`` unless discovery found a job for them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ from oomwatch.agent.roles import ProcInfo, has_rank_env, is_launcher, is_python
 from oomwatch.cgroupfs.detect import MemoryCgroup
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone
+from oomwatch.procfs.io import read_rchar
 from oomwatch.procfs.smaps_rollup import read_smaps_rollup
 
 log = logging.getLogger("oomwatch.agent")
@@ -208,6 +210,8 @@ class Sampler:
                 continue
             except OSError:
                 continue
+            with contextlib.suppress(ProcessGone, OSError):
+                t.rchar = read_rchar(self.paths, c.pid)  # what it read, at the same moment
             cost = time.perf_counter() - start
             self.budget.spend(cost, c.rss)
             t.smaps, t.smaps_at, t.smaps_cost, t.smaps_time = rollup, now, cost, time.time()
@@ -241,6 +245,7 @@ class Sampler:
             uss=sm.uss if sm else None,
             swap_pss=sm.swap_pss if sm else None,
             smaps_time=t.smaps_time if sm else None,
+            rchar=t.rchar if sm else None,
             cgroup=t.info.cgroup,
             gpu_memory=t.gpu_memory,
         )

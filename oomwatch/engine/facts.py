@@ -121,6 +121,10 @@ FACTS: dict[str, str] = {
     "growth.bytes": "peak - first value",
     "growth.points": "how many values the shape was read from",
     "growth.r2": "how straight the rise was (least-squares r², 1.0: a steady climb)",
+    "growth.read_share": (
+        "bytes the victim read (/proc/PID/io rchar) while its memory rose to its peak / that rise: near 1, data "
+        "read into memory (a dataset, a checkpoint); near 0, memory that grew on its own (samples only)"
+    ),
     # What each process was doing (engine.activity; rules/activities.yaml): activity.<id> counts the
     # streams (ranks, or files) whose last lines before the kill were that activity.
     "activity.streams": "streams (ranks, or files with no rank) whose last lines show an activity",

@@ -22,7 +22,9 @@ from oomwatch.engine.sizes import human, parse_size
 MIB = 1 << 20
 MIN_POINTS = 3
 MIN_RISE = 16 * MIB  # less than this (or 20% of the start) is flat
-GROWTH_FACTS = ("growth.shape", "growth.basis", "growth.ratio", "growth.bytes", "growth.points", "growth.r2")
+GROWTH_FACTS = (
+    "growth.shape", "growth.basis", "growth.ratio", "growth.bytes", "growth.points", "growth.r2", "growth.read_share",
+)  # fmt: skip
 
 
 def _r2(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -58,6 +60,22 @@ def shape(points: Sequence[tuple[float, int]]) -> tuple[str, float | None]:
     return "mixed", r2
 
 
+def _read_share(victim: LiveProcess, points: list[tuple[float, int]]) -> tuple[float | None, int | None]:
+    """(bytes it read / bytes its memory rose, bytes read) from its first sample to its peak: near 1,
+    data read into memory (a dataset, a checkpoint); near 0, memory that grew on its own."""
+    if len(victim.reads) < 2:
+        return None, None
+    t0 = points[0][0]
+    t_peak, peak = max(points, key=lambda p: p[1])
+    rise = peak - points[0][1]
+    before = [v for t, v in victim.reads if t <= t0] or [victim.reads[0][1]]
+    upto = [v for t, v in victim.reads if t <= t_peak]
+    if not upto or rise <= 0:
+        return None, None
+    read = max(0, upto[-1] - before[-1])
+    return round(read / rise, 2), read
+
+
 def printed_series(events: Sequence[Event]) -> dict[tuple[str, str], list[tuple[int, int, Event]]]:
     """The memory figures the job printed about itself: (file, who) -> [(order, bytes, event)]."""
     series: dict[tuple[str, str], list[tuple[int, int, Event]]] = {}
@@ -82,11 +100,13 @@ def growth_facts(
         (t0, v0), (t1, v1) = points[0], points[-1]
         peak = max(v for _, v in points)
         what = "USS (private memory)" if victim.basis == "USS" else "anonymous memory"
+        share, read = _read_share(victim, points)
         text = (
             f"{who}: {what} {human(v0)} → {human(peak)} (peak) → {human(v1)} over {t1 - t0:.1f} s, "
-            f"{len(points)} samples: {kind}"
+            f"{len(points)} samples: {kind}" + (f"; it read {human(read)} meanwhile" if read is not None else "")
         )
         facts.update(_numbers(kind, f"{victim.basis} samples", v0, peak, len(points), r2))
+        facts["growth.read_share"] = share
         return facts, [Evidence("agent history", 0, text)]
     series = printed_series(events)
     if not series:

@@ -53,6 +53,7 @@ class LiveProcess:
     rank: int | None
     basis: str  # "USS" or "anonymous"
     points: tuple[tuple[float, int], ...]  # (wall-clock time, bytes), oldest first
+    reads: tuple[tuple[float, int], ...] = ()  # (time, bytes read so far: /proc/PID/io rchar)
 
     @property
     def peak(self) -> int:

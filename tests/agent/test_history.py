@@ -233,7 +233,8 @@ def test_a_schema_1_file_is_read_and_upgraded_in_place(store_path: Path):
         store.record(tick(T0, [proc(1)], [cgroup()], node()))
     conn = sqlite3.connect(store_path)  # make it the file the first release wrote
     for table, columns in (("cgroup", ("pressure_some", "pressure_full")),
-                           ("node", ("mem_total", "swap_total", "pressure_some", "pressure_full"))):  # fmt: skip
+                           ("node", ("mem_total", "swap_total", "pressure_some", "pressure_full")),
+                           ("process", ("rchar",))):  # fmt: skip
         for column in columns:
             conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
@@ -259,6 +260,25 @@ def test_a_schema_1_file_is_read_and_upgraded_in_place(store_path: Path):
         assert len(store.processes()) == 2
     assert history_notices(notices) == []
     assert not list(store_path.parent.glob("*.corrupt-*"))
+
+
+def test_a_schema_2_file_gains_what_each_process_read(store_path: Path):
+    with opened(store_path) as store:
+        store.record(tick(T0, [proc(1)]))
+    conn = sqlite3.connect(store_path)  # the file schema 2 wrote: no rchar
+    conn.execute("ALTER TABLE process DROP COLUMN rchar")
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    reader = open_readonly(store_path)
+    try:
+        assert [p.rchar for p in reader.processes()] == [None]
+    finally:
+        reader.close()
+    with opened(store_path) as store:
+        store.record(tick(T0 + 1, [dataclasses.replace(proc(1), rchar=123 << 20)]))
+        assert [p.rchar for p in store.processes()] == [None, 123 << 20]
+        assert store.get_meta("schema_version") == "3"
 
 
 def test_a_newer_schema_is_moved_aside_not_written_into(store_path: Path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from oomwatch.engine.diagnose import diagnose
@@ -146,3 +147,49 @@ def test_a_cause_needs_a_one_line_remedy(tmp_path: Path) -> None:
         except Exception as exc:  # a rule that cannot be loaded is refused at load time
             errors = [str(exc)]
         assert any(says in e for e in errors), errors
+
+
+def test_a_measurement_that_contradicts_a_cause_rules_it_out() -> None:
+    """Forked workers killed, but the agent measured their private memory growing by 2 MiB: not
+    copy-on-write (dropped, and a note says why)."""
+    from oomwatch.engine.model import LiveEvidence
+
+    workers = [_row(2000 + i, 60_000, "pt_data_worker") for i in range(3)]
+    log = "\n".join([HEADER, TABLE, _row(1999, 80_000), *workers, _kill(2000, 240_000, "pt_data_worker")]) + "\n"
+    scan = Scanner(RULES).scan("t.log", [log.encode()])
+    assert "cow_refcount_defeat" in [c.id for c in diagnose([scan], RULES).causes]
+    live = LiveEvidence(facts={"history.workers": 3, "history.worker_uss_growth_bytes": 2 << 20})
+    d = diagnose([scan], RULES, live=live)
+    assert "cow_refcount_defeat" not in [c.id for c in d.causes]
+    assert any(n.startswith("Not cow_refcount_defeat") and "2.0 MiB" in n for n in d.notes), d.notes
+
+
+def test_an_undetermined_cause_is_said_plainly_everywhere() -> None:
+    """Nothing discriminates: the text, Markdown and JSON say the cause is not determined, list what
+    to collect, and an alert gets no fix."""
+    from oomwatch.agent.incidents import NO_REMEDY, alert_cause
+    from oomwatch.report import render_json, render_markdown, render_text
+
+    d = _diag(_ranks_report([150_000] * 4))
+    assert d.cause_determined is False and d.top_cause is None
+    text = render_text(d)
+    assert "Cause: not determined from this evidence" in text and "Why (1)" not in text
+    assert "To tell the causes apart, collect:" in text and "the training script" in text
+    assert "Cause: not determined" in render_markdown(d)
+    doc = json.loads(render_json(d))
+    assert doc["cause_determined"] is False
+    assert alert_cause(doc) == ("unknown", NO_REMEDY) and "not determined" in NO_REMEDY
+
+
+def test_a_close_second_leaves_the_cause_undetermined() -> None:
+    from oomwatch.engine.causes import is_determined
+    from oomwatch.engine.model import Cause
+
+    def c(cid: str, conf: float) -> Cause:
+        return Cause(cid, cid, conf, (), "", "")
+
+    decide = RULES.decide
+    assert is_determined([c("dataset_in_ram", 0.45), c("checkpoint_load_duplication", 0.2)], decide)
+    assert not is_determined([c("dataset_in_ram", 0.45), c("checkpoint_load_duplication", 0.4)], decide)
+    assert not is_determined([c("dataset_in_ram", 0.35)], decide)
+    assert not is_determined([c("unknown", 0.0)], decide)

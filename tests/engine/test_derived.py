@@ -197,3 +197,17 @@ def test_the_seed_case_is_named_from_the_task_table_and_the_last_lines() -> None
     d = diagnose(scans, RULES, program=code)
     assert d.causes[0].id == "keep_in_memory_duplication" and d.cause_determined
     assert any(e.file == "train.py" for e in d.causes[0].evidence)
+
+
+def test_memory_that_rose_as_files_were_read_is_a_load() -> None:
+    """The agent's samples of a rank whose USS climbed 20x while it read as much from files: a load
+    (a dataset, a checkpoint read in), not an accumulation, even with nothing printed."""
+    points = tuple((float(t), (20 + 60 * t) * MIB) for t in range(6))
+    loading = LiveProcess(
+        7, "python", "rank", 0, "USS", points, tuple((float(t), (5 + 55 * t) * MIB) for t in range(6))
+    )
+    leaking = LiveProcess(7, "python", "rank", 0, "USS", points, tuple((float(t), 5 * MIB) for t in range(6)))
+    facts, lines = growth_facts(loading, [], 0)
+    assert facts["growth.shape"] == "climb" and facts["growth.read_share"] >= 0.9
+    assert "it read 275.0 MiB meanwhile" in lines[0].text
+    assert growth_facts(leaking, [], 0)[0]["growth.read_share"] == 0.0
