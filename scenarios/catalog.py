@@ -9,10 +9,9 @@ whole suite (every scenario, broken and fixed) runs in a few minutes on 2 cores.
 
 from __future__ import annotations
 
-import shlex
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from scenarios.scenario import Prepared, Scenario
 
 __all__ = ["ALL", "GENERAL", "SCENARIOS", "Prepared", "Scenario", "WORKLOADS", "get"]
 
@@ -21,81 +20,6 @@ WORKLOADS = Path(__file__).resolve().parent / "workloads"
 # What a diagnosis that cannot see the script may name instead of a scenario's cause: its general
 # form (a dataset held in every rank's memory, without the call that put it there).
 GENERAL = {"keep_in_memory_duplication": frozenset({"dataset_in_ram"})}
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """Data a scenario needs, built outside the cgroup (``python -m scenarios.prepare``)."""
-
-    kind: str  # "arrow" or "checkpoint"
-    name: str  # file or folder name under the cache directory
-    mb: int
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One reproduction: how to run it, broken and fixed, and what the kernel should do."""
-
-    name: str
-    title: str
-    mechanism: str
-    script: str  # file under scenarios/workloads/
-    broken_args: tuple[str, ...]
-    fixed_args: tuple[str, ...]
-    limit: str  # default memory.limit_in_bytes
-    nproc: int = 0  # > 0: launched by torchrun with this many ranks (gloo)
-    timeout: float = 150.0
-    prepare: Prepared | None = None
-    # the role (as the sampler names it: rank, dataloader_worker, manager, main, ...) of the
-    # process the kernel kills first in the broken run: the largest RSS, not always the hog
-    victim_role: str = "unknown"
-    cause: str = "unknown"  # the cause id (DESIGN.md) oomwatch must rank first on the broken capture
-    fix: str = ""
-    env: dict[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()  # what a capture's HOW.md should say about how it behaves
-    # a bash command line instead of `[torchrun ...] python script args` (another program beside the
-    # job, `accelerate launch`, a pipe): {python}, {torchrun}, {accelerate}, {script}, {workloads} and
-    # {data} are filled in; `fixed_shell` for the fixed variant (default: `shell` with fixed_args)
-    shell: str = ""
-    fixed_shell: str = ""
-    family: str = "seed"  # "seed": the first reproductions; "variants": scenarios/variants.py
-
-    def environment(self) -> dict[str, str]:
-        """Extra environment: one intra-op thread per process (torchrun sets this for ranks
-        itself), so that 2 cores shared by several processes do not spin in OpenMP barriers."""
-        return {**({} if self.nproc else {"OMP_NUM_THREADS": "1"}), **self.env}
-
-    def argv(self, fixed: bool, data: Path | None) -> list[str]:
-        """The command line (a training script as a user launches it)."""
-        script = str(Path("scenarios") / "workloads" / self.script)
-        args = [a.replace("{data}", str(data)) for a in (self.fixed_args if fixed else self.broken_args)]
-        if self.nproc:
-            return [*_torchrun(), "--nproc-per-node", str(self.nproc), script, *args]
-        return [sys.executable, script, *args]
-
-    def command(self, fixed: bool, data: Path | None) -> str:
-        """The bash command line the runner starts."""
-        template = (self.fixed_shell or self.shell) if fixed else self.shell
-        if not template:
-            return shlex.join(self.argv(fixed, data))
-        args = [a.replace("{data}", str(data)) for a in (self.fixed_args if fixed else self.broken_args)]
-        bindir = Path(sys.executable).parent
-        accelerate = bindir / "accelerate"
-        values = {
-            "python": shlex.quote(sys.executable),
-            "torchrun": shlex.join(_torchrun()),
-            "accelerate": shlex.quote(str(accelerate)) if accelerate.exists() else "accelerate",
-            "script": shlex.quote(str(Path("scenarios") / "workloads" / self.script)),
-            "workloads": shlex.quote(str(Path("scenarios") / "workloads")),
-            "data": shlex.quote(str(data)) if data is not None else "",
-            "args": shlex.join(args),
-        }
-        return template.format(**values)
-
-
-def _torchrun() -> list[str]:
-    torchrun = Path(sys.executable).parent / "torchrun"
-    return [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
 
 
 SCENARIOS: dict[str, Scenario] = {

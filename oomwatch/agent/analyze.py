@@ -120,6 +120,11 @@ def analyze(
         facts["history.worker_private_growth_ratio"] = round(statistics.median(g[0] for g in grows), 2)
         facts["history.worker_rss_growth_ratio"] = round(statistics.median(g[1] for g in grows), 2)
         facts["history.worker_uss_growth_bytes"] = int(statistics.median(g[2] for g in grows))
+        # of the USS growth, the share that RSS did not grow by: pages already resident (shared with the
+        # parent) that became private — 1 for copy-on-write, ~0 when a worker allocates new memory
+        facts["history.worker_unshared_share"] = round(
+            statistics.median(max(0.0, 1 - max(0, g[7] - g[6]) / g[2]) if g[2] > 0 else 0.0 for g in grows), 2
+        )
         grows.sort(key=lambda g: -g[2])
         evidence["workers_uss"] = tuple(
             ev(
@@ -250,3 +255,18 @@ def _swap_and_pressure(
         )
     if lines:
         evidence["pressure"] = tuple(lines)
+
+
+def this_run(rows: list[Any], victim: int) -> list[Any]:
+    """The rows of the processes that lived while the victim did: a job id can come back (a launcher
+    that sets the same TORCHELASTIC_RUN_ID every time, a rerun in the same pod), and the ranks of an
+    earlier run are not this one's."""
+    mine = [float(_get(r, "time")) for r in rows if _get(r, "pid") == victim]
+    if not mine:
+        return rows
+    start = min(mine)
+    last: dict[int, float] = {}
+    for r in rows:
+        pid, t = _get(r, "pid"), float(_get(r, "time"))
+        last[pid] = max(last.get(pid, t), t)
+    return [r for r in rows if last[_get(r, "pid")] >= start]

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomwatch.agent import jobcode
-from oomwatch.agent.analyze import analyze
+from oomwatch.agent.analyze import analyze, this_run
 from oomwatch.agent.atomic import write_atomic
 from oomwatch.agent.joboutput import JobOutput, OutputFile, job_outputs, locate_outputs
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.engine.model import Evidence, Observed, Program, Victim
+from oomwatch.engine.roles import PYTHON_PREFIXES
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgRecord
 
@@ -37,6 +38,7 @@ RECENT_KEPT = 100  # incidents kept for oomwatch_incident_timestamp_seconds...
 RECENT_SECONDS = 3600.0  # ...for an hour: also those written before a restart, read back from disk
 NO_REMEDY = "Cause not determined: the incident lists the candidates and what to collect (oomwatch incidents show)."
 WINDOW = 300.0  # seconds of history put into an incident, and of gone processes remembered
+LONER_RSS = 64 << 20  # a Python process of no job this large has its output and code located too
 MAX_NEIGHBOURS = 64  # processes looked at for the reader of a job's pipe (each of its log writers)
 ANCESTORS = 4  # generations above a log writer where its pipe's reader may be
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
@@ -96,9 +98,10 @@ class Incidents:
     def observe(self, tick: Tick) -> None:
         """Remember every job process's latest sample, and gone ones for ``window`` seconds: the
         victim is gone by the time its report is read."""
+        loners = _loners(tick)
         with self.lock:
             for p in tick.processes:
-                if p.in_job:
+                if p.in_job or p.pid in loners:
                     self.seen[p.pid] = (tick.time, p)
             stale = [pid for pid, (t, _) in self.seen.items() if tick.time - t > self.window]
             for pid in stale:
@@ -110,7 +113,8 @@ class Incidents:
                 del self._located[job]  # a job gone for a while (kept until then: its kill is handled later)
             known = dict(self._located)
         located = {}
-        for job, members in tick.jobs().items():
+        jobs = {**tick.jobs(), **{solo_job(pid): [p] for pid, p in loners.items()}}
+        for job, members in jobs.items():
             # where the job's output goes and what it runs, found while it runs (a few descriptors and
             # links of its launcher and ranks, again only when those processes change)
             ordered = _log_writers(members)
@@ -176,23 +180,35 @@ class Incidents:
         with self.lock:
             victim = self.seen.get(pid, (None, None))[1]
         job = victim.job if victim is not None else None
-        diagnosis, history, outputs = self._diagnose(engine, now, job, pid, [scan])
+        diagnosis, history, outputs = self._diagnose(
+            engine, now, job, pid, [scan], solo=victim is not None and job is None
+        )
         return self._write(
             now, pid, victim, job, diagnosis, renderers, history, lines, seq, kernel_time, _what_was_read(outputs)
         )
 
     def _diagnose(
-        self, engine: Any, now: float, job: str | None, pid: int, scans: list[Any], observed: Any = None
+        self,
+        engine: Any,
+        now: float,
+        job: str | None,
+        pid: int,
+        scans: list[Any],
+        observed: Any = None,
+        solo: bool = False,
     ) -> tuple[Any, dict[str, Any], list[JobOutput]]:
         """The one diagnosis of an incident: ``scans`` (the kernel's report, if any) with the job's
-        output, the roles seen live, the history's analyzers and what the agent ``observed``."""
+        output, the roles seen live, the history's analyzers and what the agent ``observed``.
+        ``solo``: the victim was a Python process of no job (a single-process trainer, maybe): its own
+        output and code are read, and its role is left to the kernel's report."""
         with self.lock:
-            known = {p: (s.role, s.rank) for p, (_, s) in self.seen.items()}
-        outputs = self._job_outputs(job, pid)
+            known = {p: (s.role, s.rank) for p, (_, s) in self.seen.items() if s.in_job}
+        where = solo_job(pid) if solo else job
+        outputs = self._job_outputs(where, pid)
         scans = scans + [engine.scan(f"job output {o.path}", o.data) for o in outputs]
         history, rows = self._history(job, pid, now)
         live = analyze(rows.processes, pid, node=rows.node, cgroups=rows.cgroups)
-        program = self._job_code(job)
+        program = self._job_code(where)
         diagnosis = engine.diagnose(scans, known=known, live=live, observed=observed, program=program)
         return diagnosis, history, outputs
 
@@ -378,6 +394,7 @@ class Incidents:
             return {"source": f"history unreadable: {exc}", "processes": [], "cgroups": [], "node": []}, _Rows()
         # only the victim's job's cgroups (a victim of no known job: none, rather than every cgroup)
         cgroups = [c for c in cgroups if job and job in (c.jobs or "").split(",")]
+        procs = this_run(procs, pid)
         doc = {
             "source": f"history, last {self.window:g} s",
             "processes": [asdict(r) for r in procs],
@@ -394,6 +411,25 @@ def alert_cause(diagnosis: dict[str, Any]) -> tuple[str, str]:
     if not diagnosis.get("cause_determined", True) or not top.get("id") or top.get("id") == "unknown":
         return "unknown", NO_REMEDY
     return str(top["id"]), str(top.get("remedy") or NO_REMEDY)
+
+
+def solo_job(pid: int) -> str:
+    """The key under which a Python process of no job keeps its output files and code."""
+    return f"solo-{pid}"
+
+
+def _loners(tick: Tick) -> dict[int, ProcessSample]:
+    """Python processes of no job, started by no Python process, that hold LONER_RSS or more: a
+    single-process trainer is one (nothing in it says so: no RANK, no workers)."""
+    comms = {p.pid: p.comm for p in tick.processes}
+    return {
+        p.pid: p for p in tick.processes
+        if not p.in_job and (p.rss or 0) >= LONER_RSS and _pythonish(p.comm) and not _pythonish(comms.get(p.ppid, ""))
+    }  # fmt: skip
+
+
+def _pythonish(comm: str) -> bool:
+    return comm.lower().startswith(PYTHON_PREFIXES)
 
 
 def _where(cgroup: str | None) -> str:

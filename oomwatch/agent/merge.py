@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from oomwatch.agent.analyze import analyze
+from oomwatch.agent.analyze import analyze, this_run
 from oomwatch.agent.history import HistoryStore
 from oomwatch.engine.model import LiveEvidence
 
@@ -29,6 +29,7 @@ def from_history(
         until = last.time
         since = until - WINDOW
         job_rows: list[Any] = store.processes(job=last.job, since=since, until=until + 1) if last.job else rows
+        job_rows = this_run(job_rows, pid)
         known: dict[int, tuple[str, int | None]] = {}
         for r in job_rows:
             known[r.pid] = (r.role, r.rank)

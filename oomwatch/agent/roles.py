@@ -14,8 +14,10 @@ The first rule that matches wins (see :func:`assign_roles`):
 6. A multiprocessing child of a python process (argv holds ``spawn_main`` or ``multiprocessing.forkserver``,
    or the same argv as its parent, which is what ``fork`` leaves):
 
-   - comm ``pt_main_thread`` (torch imported, not renamed to a worker) and the parent is no rank:
-     ``rank`` started by ``torch.multiprocessing.spawn``; that parent becomes a ``launcher``;
+   - comm ``pt_main_thread`` (torch imported, not renamed to a worker), or two or more siblings started
+     by spawn with a plain Python name (torch >= 2.1 names its DataLoader workers ``pt_data_worker``),
+     and the parent is no rank: ``rank`` started by ``torch.multiprocessing.spawn``; that parent becomes
+     a ``launcher``;
    - else, when a sibling is named ``pt_data_worker`` (so this torch names its workers): ``manager``
      (a ``multiprocessing.Manager()`` server or similar); a just-forked worker may show as manager for
      one tick before it renames itself;
@@ -124,6 +126,11 @@ def is_mp_child(p: ProcInfo, parent: ProcInfo | None) -> bool:
     return bool(p.argv) and p.argv == parent.argv
 
 
+def is_spawned(p: ProcInfo) -> bool:
+    """Started by multiprocessing's spawn or forkserver (its argv says so), not forked."""
+    return any(marker in arg for arg in p.argv for marker in MP_CHILD_MARKERS)
+
+
 def has_rank_env(p: ProcInfo) -> bool:
     return "RANK" in p.env or "LOCAL_RANK" in p.env
 
@@ -150,7 +157,9 @@ def assign_roles(procs: Sequence[ProcInfo]) -> dict[int, str]:
             roles[p.pid] = "rank"
         elif parent is not None and is_mp_child(p, parent):
             siblings = children.get(p.ppid, [])
-            if p.comm in RANK_COMMS and parent_role != "rank":
+            spawned = [s for s in siblings if is_spawned(s) and s.comm not in WORKER_COMMS]
+            spawn_ranks = is_spawned(p) and len(spawned) >= 2 and not any(s.comm in WORKER_COMMS for s in siblings)
+            if (p.comm in RANK_COMMS or spawn_ranks) and parent_role != "rank":
                 roles[p.pid] = "rank"
                 roles[parent.pid] = "launcher"  # torch.multiprocessing.spawn's parent
             elif any(s.comm in WORKER_COMMS for s in siblings):

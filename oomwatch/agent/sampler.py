@@ -55,6 +55,7 @@ class Sampler:
         self.budget = SmapsBudget(fraction=pss_budget)
         self.top_n = top_n
         self.subtree = subtree
+        self._top_pythons = 0  # run mode: Python processes of the command not started by another Python one
         self.clock = clock
         self.cgroups = CgroupCollector(self.paths, self.notices)
         self.gpu = GpuCollector(self.notices) if gpu else None
@@ -102,6 +103,8 @@ class Sampler:
                 self._classified = True
                 self.classify_runs += 1
         scope = self._scope()
+        if self.subtree is not None:  # the command's own Python processes (not started by Python)
+            self._top_pythons = sum(1 for t in scope if is_python(t.info) and not self._python_parent(t))
         chosen = self._chosen(scope)
         spent_before = self.budget.spent_total
         with self._collector("smaps"):
@@ -163,10 +166,25 @@ class Sampler:
         job, role = (m.job, m.role) if m is not None else (None, "other")
         if self.subtree is not None and job is None:
             job = f"run-{self.subtree}"
-            if role not in TRAINING_ROLES and t.info.pid == self.subtree:
-                # the command itself: a training process when it is Python (a single-process trainer)
-                role = "rank" if is_python(t.info) else "unknown"
+            if (
+                role not in TRAINING_ROLES
+                and is_python(t.info)
+                and not self._python_parent(t)
+                and self._top_pythons == 1
+            ):
+                # the one Python process the command started (itself, or under its shell) that no rule names:
+                # the training process of a single-process job (with two or more, which one is not known)
+                role = "rank"
+            elif role not in TRAINING_ROLES and t.info.pid == self.subtree:
+                role = "unknown"
         return job, role
+
+    def _python_parent(self, t: Tracked) -> bool:
+        """Whether ``t``'s parent is a Python process of the run (then ``t`` is its helper, not the trainer)."""
+        if t.info.pid == self.subtree:
+            return False
+        parent = self.table.procs.get(t.info.ppid)
+        return parent is not None and is_python(parent.info)
 
     def _chosen(self, scope: list[Tracked]) -> list[tuple[Tracked, int]]:
         """Processes whose smaps are worth a read, with their priority: job members, then the

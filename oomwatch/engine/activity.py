@@ -42,6 +42,31 @@ def _activity(activities: Sequence[Activity], text: str) -> Activity | None:
     return None
 
 
+def _whole(scan: ScanResult) -> tuple[Line, ...] | None:
+    """The lines before the failure (or all of them) when the window holds the input from its start."""
+    lines = scan.before_failure if scan.before_failure is not None else scan.last_lines
+    return lines if scan.whole_window else None
+
+
+def _job_output(scan: ScanResult) -> bool:
+    """An input that is the job's own output: not a kernel log, with lines of its own."""
+    return scan.kernel_share < 0.5 and not scan.reports and any(not ln.kernel for ln in scan.last_lines)
+
+
+def before_training(scans: Sequence[ScanResult], activities: Sequence[Activity]) -> bool | None:
+    """True when the job's whole output up to the kill is known, says what it did, and shows no
+    training step (it ran out while setting up: loading data, building a model); None when that
+    cannot be told."""
+    outputs = [s for s in scans if _job_output(s)]
+    seen = [lines for s in outputs if (lines := _whole(s)) is not None]
+    if not seen or len(seen) < len(outputs):
+        return None  # no job output, or one whose start is not in the window (it may have had steps)
+    said = [act for lines in seen for ln in lines if not ln.kernel and (act := _activity(activities, ln.text))]
+    if not said:
+        return None  # it said nothing of what it did: no telling whether it trained
+    return not any(act.id == "training" for act in said)
+
+
 def last_activities(
     scans: Sequence[ScanResult], activities: Sequence[Activity], streams: Sequence[StreamRule]
 ) -> dict[Key, tuple[Activity, Line]]:
@@ -81,6 +106,7 @@ def activity_facts(
     facts["activity.victim"] = mine[0].id if mine else None
     latest = {act.id: (line.file, line.no) for act, line in sorted(last.values(), key=lambda v: (v[1].file, v[1].no))}
     facts["activity.last"] = max(counts, key=lambda k: (counts[k], latest[k])) if counts else None
+    facts["activity.before_training"] = before_training(scans, activities)
     evidence: dict[str, list[Evidence]] = {}
     ordered = sorted(last.items(), key=lambda kv: (kv[0][0] != "rank", str(kv[0][1])))
     for _, (act, line) in ordered:

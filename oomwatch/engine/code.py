@@ -21,6 +21,7 @@ from oomwatch.engine.model import Evidence, Program, SourceFile
 
 MAX_SOURCE = 1 << 20  # characters of one file that are parsed
 EVICTING = ("pop", "popitem", "clear", "popleft")  # calls that bound a cache
+TO_NUMBERS = ("item", "tolist", "float", "int", "len", "str", "bool", "sum", "mean")  # a step's value, not its array
 
 
 @dataclass(frozen=True)
@@ -220,12 +221,17 @@ class _Matcher(ast.NodeVisitor):
 
     @staticmethod
     def _kept(node: ast.Call, m: Matcher) -> bool:
-        """``xs.append(v)`` where ``v`` is one of the names, kept as it is (not ``v.item()``, ``v.detach()``)."""
+        """``xs.append(v)`` where ``v`` is one of the names, or an expression of one that is still an
+        array (``logits.cpu()``, ``torch.softmax(logits, -1)``), not a number (``v.item()``, ``float(v)``)."""
         func = node.func
         if not (isinstance(func, ast.Attribute) and func.attr in m.calls and len(node.args) == 1):
             return False
         arg = node.args[0]
-        return isinstance(arg, ast.Name) and arg.id in m.names
+        if isinstance(arg, ast.Call):
+            outer = arg.func.attr if isinstance(arg.func, ast.Attribute) else dotted(arg.func)
+            if outer in TO_NUMBERS:
+                return False
+        return any(isinstance(n, ast.Name) and n.id in m.names for n in ast.walk(arg))
 
     def _self_attr(self, node: ast.AST, m: Matcher) -> bool:
         """``self.x`` (the instance's own attribute), not bounded anywhere in its class when asked."""

@@ -84,6 +84,10 @@ FACTS: dict[str, str] = {
     "history.worker_private_growth_ratio": "median worker's last / first USS (private memory)",
     "history.worker_rss_growth_ratio": "median worker's last / first RSS (flat while USS grows: copy-on-write defeat)",
     "history.worker_uss_growth_bytes": "median worker's USS growth over its samples",
+    "history.worker_unshared_share": (
+        "median worker's share of its USS growth that its RSS did not grow by: resident pages shared with the "
+        "parent that became private (1: copy-on-write; ~0: memory it allocated)"
+    ),
     "history.ranks": "ranks with USS samples",
     "history.ranks_similar": "ranks whose peak USS is at least half the largest rank's, when that is >= 64 MiB",
     "history.ranks_uss_bytes": "the ranks' median peak USS",
@@ -130,6 +134,10 @@ FACTS: dict[str, str] = {
     "activity.streams": "streams (ranks, or files with no rank) whose last lines show an activity",
     "activity.victim": "the activity of the victim's rank's stream (or of the only stream)",
     "activity.last": "the activity most streams ended in",
+    "activity.before_training": (
+        "the job's whole output up to the kill is in the inputs and shows no training step: it ran out while "
+        "setting up (None when the output's start is not there)"
+    ),
     # The code that ran (engine.code; rules/code.yaml): code.<id> counts hits, None without code.
     "code.files": "source files of the code that ran that were read (0: none)",
     # What the agent saw itself (its incidents without a kernel report): absent (None) elsewhere.

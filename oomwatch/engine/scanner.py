@@ -38,6 +38,7 @@ class ScanResult:
     # file's last lines: what each process was doing when it died (engine.activity)
     before_failure: tuple[Line, ...] | None = None
     last_lines: tuple[Line, ...] = ()
+    whole_window: bool = False  # the window above (before_failure, else last_lines) starts at the input's start
 
 
 class Scanner:
@@ -103,6 +104,7 @@ class Scanner:
         result.notes = state.notes
         result.before_failure = state.before_failure
         result.last_lines = _window_lines(file, state.history, state.lineno - 1, state.nbytes <= WINDOW)
+        result.whole_window = state.before_whole if state.before_failure is not None else state.nbytes <= WINDOW
         result.info = InputInfo(file, state.lineno - 1, state.nbytes, state.truncated, tuple(state.notes))
         return result
 
@@ -203,6 +205,7 @@ class _State:
         self.marks = marks
         self.mark_seen = False  # a kill_marks event has been seen
         self.before_failure: tuple[Line, ...] | None = None
+        self.before_whole = False
         self.history = b""  # the last WINDOW bytes before the current chunk
         self.chunk = b""
         self.chunk_at = 0  # offset of the current chunk in the input
@@ -219,7 +222,8 @@ class _State:
         have = self.history + self.chunk
         have_at = self.chunk_at - len(self.history)
         window = have[max(0, offset - WINDOW - have_at) : max(0, offset - have_at)]
-        self.before_failure = _window_lines(self.file, window, self.lineno - 1, offset <= WINDOW)
+        self.before_whole = offset <= WINDOW
+        self.before_failure = _window_lines(self.file, window, self.lineno - 1, self.before_whole)
 
     def sample(self, chunk: bytes) -> None:
         """Look at the first lines to tell whether this input is a kernel log."""
