@@ -270,3 +270,44 @@ def this_run(rows: list[Any], victim: int) -> list[Any]:
         pid, t = _get(r, "pid"), float(_get(r, "time"))
         last[pid] = max(last.get(pid, t), t)
     return [r for r in rows if last[_get(r, "pid")] >= start]
+
+
+SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish", "tini", "dumb-init", "timeout", "env", "nohup", "sudo"})
+
+
+def programs(samples: Iterable[Any], by_job: bool = False) -> tuple[tuple[int, str, int], ...]:
+    """The separate programs among ``samples`` (processes of one memory cgroup: what the kernel's OOM
+    killer chose among): those no other sampled process started, shells and wrappers left out (their
+    children are the programs), each with its largest anonymous memory seen. ``by_job``: the
+    processes of one training job are one program whatever their parents say (a worker that outlived
+    its rank by a moment was re-parented, and its last sample shows it)."""
+    by_pid: dict[int, Any] = {}
+    jobs: dict[str, list[Any]] = {}
+    for p in samples:
+        job = _get(p, "job") if by_job and _get(p, "in_job") else None
+        if job:
+            jobs.setdefault(job, []).append(p)
+        else:
+            by_pid[_get(p, "pid")] = p
+    out = [_one_program(members) for members in jobs.values()]
+    for pid, p in by_pid.items():
+        comm = _get(p, "comm") or ""
+        if comm in SHELLS:
+            continue
+        parent, started_by_one = _get(p, "ppid"), False
+        for _ in range(16):  # up through shells; a torn read's cycle ends here
+            if parent not in by_pid:
+                break
+            if (_get(by_pid[parent], "comm") or "") not in SHELLS:
+                started_by_one = True
+                break
+            parent = _get(by_pid[parent], "ppid")
+        if not started_by_one:
+            out.append((pid, comm, int(_get(p, "anon") or _get(p, "rss") or 0)))
+    return tuple(sorted(out))
+
+
+def _one_program(members: list[Any]) -> tuple[int, str, int]:
+    """A job as one program: its first process, and the largest anonymous memory of any of them."""
+    first = min(members, key=lambda m: _get(m, "pid"))
+    return _get(first, "pid"), _get(first, "comm") or "", max(int(_get(m, "anon") or 0) for m in members)

@@ -8,6 +8,7 @@ kill only: the agent does not carry the rules in memory until it needs them).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomwatch.agent import jobcode
-from oomwatch.agent.analyze import analyze, this_run
+from oomwatch.agent.analyze import analyze, programs, this_run
 from oomwatch.agent.atomic import write_atomic
 from oomwatch.agent.joboutput import JobOutput, OutputFile, job_outputs, locate_outputs
 from oomwatch.agent.model import ProcessSample, Tick
@@ -38,6 +39,7 @@ RECENT_KEPT = 100  # incidents kept for oomwatch_incident_timestamp_seconds...
 RECENT_SECONDS = 3600.0  # ...for an hour: also those written before a restart, read back from disk
 NO_REMEDY = "Cause not determined: the incident lists the candidates and what to collect (oomwatch incidents show)."
 WINDOW = 300.0  # seconds of history put into an incident, and of gone processes remembered
+SOLO_POINTS = 600  # samples kept of each large Python process of no job
 LONER_RSS = 64 << 20  # a Python process of no job this large has its output and code located too
 MAX_NEIGHBOURS = 64  # processes looked at for the reader of a job's pipe (each of its log writers)
 ANCESTORS = 4  # generations above a log writer where its pipe's reader may be
@@ -74,6 +76,7 @@ class Incidents:
         self._reported: dict[int, float] = {}  # pid -> when an incident for it was started (recent ones)
         # job -> where its output goes and what code it runs, found while it runs
         self._located: dict[str, _Located] = {}
+        self._solo: dict[int, deque[dict[str, Any]]] = {}  # large Python processes of no job: their samples
         self.read_code = read_code  # read the job's script for the code rules (the config's read_code)
         self._engine: tuple[Any, Any] | None = None
         self._engine_lock = threading.Lock()  # loading it takes ~0.7 s: never under the samples' lock
@@ -101,8 +104,13 @@ class Incidents:
         loners = _loners(tick)
         with self.lock:
             for p in tick.processes:
-                if p.in_job or p.pid in loners:
+                # a zombie's sample has no memory and no cgroup any more: its last live one is kept
+                if (p.in_job or p.pid in loners) and not (p.state == "Z" and p.pid in self.seen):
                     self.seen[p.pid] = (tick.time, p)
+            for pid, p in loners.items():  # the history keeps jobs' processes only: theirs is kept here
+                self._solo.setdefault(pid, deque(maxlen=SOLO_POINTS)).append({**asdict(p), "time": tick.time})
+            for pid in [pid for pid, rows in self._solo.items() if tick.time - rows[-1]["time"] > self.window]:
+                del self._solo[pid]
             stale = [pid for pid, (t, _) in self.seen.items() if tick.time - t > self.window]
             for pid in stale:
                 del self.seen[pid]
@@ -208,9 +216,19 @@ class Incidents:
         scans = scans + [engine.scan(f"job output {o.path}", o.data) for o in outputs]
         history, rows = self._history(job, pid, now)
         live = analyze(rows.processes, pid, node=rows.node, cgroups=rows.cgroups)
+        live = dataclasses.replace(live, programs=programs(self._cgroup_mates(pid), by_job=True))
         program = self._job_code(where)
         diagnosis = engine.diagnose(scans, known=known, live=live, observed=observed, program=program)
         return diagnosis, history, outputs
+
+    def _cgroup_mates(self, pid: int) -> list[ProcessSample]:
+        """The processes seen lately in the victim's memory cgroup (jobs' and large Python ones)."""
+        with self.lock:
+            last, victim = self.seen.get(pid, (0.0, None))
+            if victim is None or victim.cgroup is None:
+                return []
+            # alive with it: a program that ended earlier (a preparation step) did not share the limit
+            return [s for t, s in self.seen.values() if s.cgroup == victim.cgroup and t >= last - 1.0]
 
     def _job_outputs(self, job: str | None, victim: int) -> list[JobOutput]:
         """The job's stdout/stderr files, read through its other processes seen lately, launchers and
@@ -378,6 +396,11 @@ class Incidents:
 
     def _history(self, job: str | None, pid: int, now: float) -> tuple[dict[str, Any], _Rows]:
         """(the history put into the incident, the rows for the analyzers)."""
+        with self.lock:
+            solo = list(self._solo.get(pid, ())) if job is None else []
+        if solo:
+            source = f"the agent's last {len(solo)} samples of this process (of no job: not in the history store)"
+            return {"source": source, "processes": solo, "cgroups": [], "node": []}, _Rows(solo)
         if self.history is None:
             with self.lock:
                 last = [asdict(s) for _, s in self.seen.values() if job is not None and s.job == job]

@@ -15,6 +15,7 @@ through, and when it fails say why, from the samples, its output and the kernel'
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from oomwatch.agent.analyze import analyze
+from oomwatch.agent.analyze import analyze, programs
 from oomwatch.agent.jobcode import CodeRef, locate_code
 from oomwatch.agent.jobcode import read_code as read_code_of
 from oomwatch.agent.model import ProcessSample, Tick
@@ -151,6 +152,15 @@ class Recorder:
                 "pressure_full": psi.full.avg10 if psi is not None and psi.full is not None else None,
             })  # fmt: skip
         self.last_tick = tick
+
+    def peaks(self, alive_with: int | None = None) -> list[dict[str, Any]]:
+        """Each process seen (still there in the last second ``alive_with`` was seen, when given),
+        with its largest anonymous memory: what separate programs held when it was killed."""
+        mine = self.seen.get(alive_with) if alive_with is not None else None
+        since = mine.last_time - 1.0 if mine is not None else float("-inf")
+        # its first parent: a worker that outlives its rank by a moment is re-parented
+        return [{"pid": pid, "ppid": s.first.ppid, "comm": s.last.comm, "anon": s.peak.get("anon")}
+                for pid, s in self.seen.items() if s.last_time >= since]  # fmt: skip
 
     def roles(self) -> dict[int, tuple[str, int | None]]:
         return {pid: (s.last.role, s.last.rank) for pid, s in self.seen.items()}
@@ -284,7 +294,9 @@ def _diagnose(
         scans.append(engine.scan(f"{name} ({label})", cap.text()))
     if kernel:
         scans.append(engine.scan("kernel log (/dev/kmsg)", "\n".join(kernel).encode() + b"\n"))
-    return engine.diagnose(scans, known=rec.roles(), live=analyze(rec.rows(), victim, node=rec.node), program=program)
+    live = analyze(rec.rows(), victim, node=rec.node)
+    live = dataclasses.replace(live, programs=programs(rec.peaks(alive_with=victim)))
+    return engine.diagnose(scans, known=rec.roles(), live=live, program=program)
 
 
 def _forward_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:

@@ -21,6 +21,7 @@ from oomwatch.engine.model import Evidence, Program, SourceFile
 
 MAX_SOURCE = 1 << 20  # characters of one file that are parsed
 EVICTING = ("pop", "popitem", "clear", "popleft")  # calls that bound a cache
+DICT_MAKERS = ("dict", "defaultdict", "OrderedDict")
 TO_NUMBERS = ("item", "tolist", "float", "int", "len", "str", "bool", "sum", "mean")  # a step's value, not its array
 
 
@@ -159,6 +160,7 @@ class _Matcher(ast.NodeVisitor):
         self.functions: list[str] = []
         self.classes: list[ast.ClassDef] = []
         self.loops = 0
+        self.module_dicts: set[str] = set()  # names bound to a dict at module level, never emptied
 
     def _hit(self, rule: str, node: ast.AST, value: float | None = None, note: str = "") -> None:
         no = getattr(node, "lineno", 0)
@@ -207,7 +209,7 @@ class _Matcher(ast.NodeVisitor):
             if not self._inside(m):
                 continue
             if m.kind == "subscript_store":
-                if any(isinstance(t, ast.Subscript) and self._self_attr(t.value, m) for t in node.targets):
+                if any(isinstance(t, ast.Subscript) and self._stored_in(t.value, m) for t in node.targets):
                     self._hit(rule, node)
             elif (
                 m.kind == "assign_objects"
@@ -232,6 +234,13 @@ class _Matcher(ast.NodeVisitor):
             if outer in TO_NUMBERS:
                 return False
         return any(isinstance(n, ast.Name) and n.id in m.names for n in ast.walk(arg))
+
+    def _stored_in(self, node: ast.AST, m: Matcher) -> bool:
+        """``self.x[k] = v`` (``store_subscript: self``) or ``CACHE[k] = v`` into a dict made at module level
+        (``store_subscript: global``), inside a function, and never emptied."""
+        if m.values == ("global",):
+            return isinstance(node, ast.Name) and node.id in self.module_dicts and bool(self.functions)
+        return self._self_attr(node, m)
 
     def _self_attr(self, node: ast.AST, m: Matcher) -> bool:
         """``self.x`` (the instance's own attribute), not bounded anywhere in its class when asked."""
@@ -311,6 +320,33 @@ def _objects(node: ast.AST, kinds: Sequence[str]) -> bool:
     return "dict" in kinds and (isinstance(node, ast.DictComp) or (isinstance(node, ast.Dict) and bool(node.keys)))
 
 
+def _module_dicts(tree: ast.Module) -> set[str]:
+    """Names a module binds to an empty dict at its top level (``_FEATURES = {}``) that nothing pops,
+    clears or deletes from."""
+    names = set()
+    for stmt in tree.body:
+        value: ast.expr | None
+        if isinstance(stmt, ast.Assign):
+            value, targets = stmt.value, stmt.targets
+        elif isinstance(stmt, ast.AnnAssign):
+            value, targets = stmt.value, [stmt.target]
+        else:
+            continue
+        empty = isinstance(value, ast.Dict) and not value.keys
+        made = isinstance(value, ast.Call) and dotted(value.func).rsplit(".", 1)[-1] in DICT_MAKERS
+        if empty or made:
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and func.attr in EVICTING and isinstance(func.value, ast.Name):
+            names.discard(func.value.id)
+        if isinstance(node, ast.Delete):
+            names -= {
+                t.value.id for t in node.targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+            }
+    return names
+
+
 def _has_method(cls: ast.ClassDef, names: Sequence[str]) -> bool:
     return any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in names for s in cls.body)
 
@@ -347,6 +383,7 @@ def scan_program(program: Program, rules: Sequence[CodeRule]) -> tuple[list[Code
     hits: list[CodeHit] = []
     for f, tree in trees:
         matcher = _Matcher(rules, f, f.text.splitlines(), flags)
+        matcher.module_dicts = _module_dicts(tree)
         matcher.visit(tree)
         hits.extend(matcher.hits)
         hits.extend(_text_hits(f, rules))

@@ -104,7 +104,7 @@ def _matcher(raw: Any, errs: list[str]) -> Matcher | None:
         keyword_ge=ge,
         first_arg=_names(raw.get("first_arg")),
         inside=_names(raw.get("inside")),
-        values=_names(raw.get("value")),
+        values=_names(raw.get("value")) or (("global",) if raw.get("store_subscript") == "global" else ()),
         class_has=_names(raw.get("class_has")),
         names=_names(raw.get("names")),
         unless_evicted=bool(raw.get("unless_evicted", False)),

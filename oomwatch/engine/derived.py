@@ -17,7 +17,10 @@ from oomwatch.engine.jobshape import job_facts, live_members, table_members, tab
 from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, OomReport, Program, Victim
 from oomwatch.engine.scanner import ScanResult
+from oomwatch.engine.sizes import human
 from oomwatch.engine.victims import launched, linked_pids
+
+PROGRAM_SHARE = 0.1  # a separate program holding this share of the limit counts as one sharing it
 
 
 @dataclass
@@ -63,6 +66,13 @@ def derived_facts(
     out.facts.update(facts)
     out.evidence.update(evidence)
 
+    if live is not None and live.programs and capacity:
+        big = [(pid, comm, size) for pid, comm, size in live.programs if size >= PROGRAM_SHARE * capacity]
+        out.facts["job.programs"] = len(big)
+        out.evidence["job:programs"] = [
+            Evidence("agent history", 0, f"pid {pid} ({comm}): a program of its own, {human(size)} anonymous memory")
+            for pid, comm, size in sorted(big, key=lambda b: -b[2])[:4]
+        ]
     mine = next((p for p in processes if first is not None and p.pid == first.pid), None)
     facts, lines = growth_facts(mine, events, first.rank if first else None)
     out.facts.update(facts)

@@ -118,6 +118,10 @@ FACTS: dict[str, str] = {
     "job.trigger_name": "the process that invoked the OOM killer (the report's first line)",
     "job.trigger_outside": "that process is not the job's (not Python, not a launcher)",
     "job.trigger_share": "its memory / the limit (memcg) or MemTotal, when its row can be told",
+    "job.programs": (
+        "separate programs (none started the other; shells aside) in the victim's memory cgroup holding 10%+ of "
+        "its limit each, as the agent or oomwatch run sampled them (samples only)"
+    ),
     # The shape over time (engine.growth): the victim's samples, else the figures the job printed.
     "growth.shape": "step (a rise early, then held), climb (a steady rise), flat, mixed; None with < 3 points",
     "growth.basis": "what growth.* was read from: USS/anonymous samples, or printed memory figures",

@@ -30,7 +30,7 @@ DOMINANT = 0.25  # with no launcher and no workers, a Python process 4x the next
 SHAPE_FACTS = (
     "job.basis", "job.ranks", "job.ranks_alike", "job.ranks_alike_bytes", "job.ranks_share", "job.top_rank",
     "job.top_rank_ratio", "job.top_rank_is_victim", "job.outsider_name", "job.outsider_bytes",
-    "job.outsider_share", "job.trigger_name", "job.trigger_outside", "job.trigger_share",
+    "job.outsider_share", "job.trigger_name", "job.trigger_outside", "job.trigger_share", "job.programs",
 )  # fmt: skip
 
 

@@ -69,6 +69,8 @@ class LiveEvidence:
     facts: Mapping[str, Any] = field(default_factory=dict)
     evidence: Mapping[str, tuple[Evidence, ...]] = field(default_factory=dict)
     processes: tuple[LiveProcess, ...] = ()
+    # separate programs that shared the victim's memory limit (none started the other): (pid, comm, bytes)
+    programs: tuple[tuple[int, str, int], ...] = ()
 
 
 @dataclass(frozen=True)

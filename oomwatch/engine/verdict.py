@@ -26,7 +26,9 @@ def describe_victim(v: Victim | None) -> str:
     parts = []
     if v.name:
         parts.append(v.name)
-    if v.role not in ("unknown", "other"):
+    if v.role == "rank" and v.rank is None:
+        parts.append("training process")  # a single-process trainer, or a rank whose number nothing gave
+    elif v.role not in ("unknown", "other"):
         parts.append(v.role.replace("_", " ") + (f" {v.rank}" if v.rank is not None else ""))
     elif v.rank is not None:
         parts.append(f"rank {v.rank}")

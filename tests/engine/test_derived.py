@@ -211,3 +211,51 @@ def test_memory_that_rose_as_files_were_read_is_a_load() -> None:
     assert facts["growth.shape"] == "climb" and facts["growth.read_share"] >= 0.9
     assert "it read 275.0 MiB meanwhile" in lines[0].text
     assert growth_facts(leaking, [], 0)[0]["growth.read_share"] == 0.0
+
+
+def test_a_job_that_never_reached_a_training_step_ran_out_setting_up() -> None:
+    from oomwatch.engine.activity import before_training
+
+    loading = _scan("console.txt", "loading /data/corpus.jsonl\nread 152000 documents\nKilled\n")
+    assert before_training([loading], RULES.activities) is True
+    training = _scan("console.txt", "loading /data/corpus.jsonl\nstep 10 loss 2.3\nKilled\n")
+    assert before_training([training], RULES.activities) is False
+    silent = _scan("console.txt", "Killed\n")  # it said nothing of what it did
+    assert before_training([silent], RULES.activities) is None
+    long = _scan(
+        "console.txt", "".join(f"warning {i}: " + "x" * 80 + "\n" for i in range(2000)) + "loading data\nKilled\n"
+    )
+    assert before_training([long], RULES.activities) is None  # its start is not in the window: steps may be there
+
+
+def test_separate_programs_sharing_a_limit() -> None:
+    from oomwatch.agent.analyze import programs
+
+    samples = [
+        {"pid": 10, "ppid": 1, "comm": "bash", "anon": 1 << 20},
+        {"pid": 11, "ppid": 10, "comm": "python", "anon": 600 << 20},  # started by the shell: a program
+        {"pid": 12, "ppid": 10, "comm": "python", "anon": 200 << 20},  # its sibling: another program
+        {"pid": 13, "ppid": 11, "comm": "pt_data_worker", "anon": 300 << 20},  # started by 11: part of it
+        {"pid": 20, "ppid": 1, "comm": "pt_elastic", "anon": 100 << 20},
+        {"pid": 21, "ppid": 20, "comm": "python", "anon": 500 << 20},  # a rank: part of the launcher's
+    ]
+    assert [(pid, comm) for pid, comm, _ in programs(samples)] == [(11, "python"), (12, "python"), (20, "pt_elastic")]
+
+
+def test_a_jobs_processes_are_one_program_whoever_their_parent_is_now() -> None:
+    from oomwatch.agent.analyze import programs
+
+    samples = [
+        {"pid": 30, "ppid": 1, "comm": "python", "anon": 600 << 20, "job": "tree-30", "in_job": True},
+        {
+            "pid": 31,
+            "ppid": 1,
+            "comm": "pt_data_worker",
+            "anon": 300 << 20,
+            "job": "tree-30",
+            "in_job": True,
+        },  # orphaned
+        {"pid": 40, "ppid": 1, "comm": "python", "anon": 200 << 20, "job": None, "in_job": False},
+    ]
+    assert programs(samples, by_job=True) == ((30, "python", 600 << 20), (40, "python", 200 << 20))
+    assert len(programs(samples)) == 3  # by parents alone, the orphaned worker looks like a program of its own
