@@ -80,9 +80,12 @@ def terminate(proc: subprocess.Popen, timeout: float = 20.0) -> None:
         proc.wait()
 
 
+SCENARIO_DEPS = ("torch", "datasets", "transformers", "lightning", "accelerate", "pandas", "pyarrow", "psutil")
+
+
 def require_scenario_deps() -> None:
-    """torch and datasets, which the scenario workloads run on."""
-    missing = [m for m in ("torch", "datasets") if importlib.util.find_spec(m) is None]
+    """What the scenario workloads run on: torch and datasets; the variants also transformers,
+    Lightning and accelerate."""
+    missing = [m for m in SCENARIO_DEPS if importlib.util.find_spec(m) is None]
     if missing:
-        skip_or_fail(f"scenarios need {' and '.join(missing)} (pip install torch==2.13.0 datasets)",
-                     ".ci/run installs them")  # fmt: skip
+        skip_or_fail(f"scenarios need {', '.join(missing)} (see .ci/run for the versions)", ".ci/run installs them")
