@@ -104,9 +104,16 @@ class Incidents:
         loners = _loners(tick)
         with self.lock:
             for p in tick.processes:
-                # a zombie's sample has no memory and no cgroup any more: its last live one is kept
-                if (p.in_job or p.pid in loners) and not (p.state == "Z" and p.pid in self.seen):
-                    self.seen[p.pid] = (tick.time, p)
+                if not (p.in_job or p.pid in loners):
+                    continue
+                prev = self.seen.get(p.pid)
+                if prev is not None and p.state == "Z":
+                    continue  # a zombie's sample has no memory and no cgroup any more: the last live one stays
+                if prev is not None and prev[1].job is not None and p.job == f"tree-{p.pid}" != prev[1].job:
+                    # a process keeps the job it was seen in: a worker orphaned by its rank's kill makes a
+                    # "job" of its own in the next sample, but it was that rank's
+                    p = dataclasses.replace(p, job=prev[1].job, role=prev[1].role, rank=prev[1].rank)
+                self.seen[p.pid] = (tick.time, p)
             for pid, p in loners.items():  # the history keeps jobs' processes only: theirs is kept here
                 self._solo.setdefault(pid, deque(maxlen=SOLO_POINTS)).append({**asdict(p), "time": tick.time})
             for pid in [pid for pid, rows in self._solo.items() if tick.time - rows[-1]["time"] > self.window]:

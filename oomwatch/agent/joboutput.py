@@ -132,7 +132,35 @@ def pipe_readers_files(
                    and _writes(proc, reader, n)]  # fmt: skip
         if len(written) > MAX_LOGS_OF_A_READER:
             continue
-        out.extend(f for f in (_regular(proc, reader, n) for n in written) if f is not None)
+        found = [f for f in (_regular(proc, reader, n) for n in written) if f is not None]
+        if reader in above:  # what its caller prints to (a saved copy of its stdout) is not the job's log
+            inherited = _outputs_of(proc, _parent(proc, reader))
+            found = [f for f in found if (f.dev, f.ino) not in inherited]
+        out.extend(found)
+    return out
+
+
+def _parent(proc: Path, pid: int) -> int | None:
+    try:
+        for line in (proc / str(pid) / "status").read_text().splitlines():
+            if line.startswith("PPid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _outputs_of(proc: Path, pid: int | None) -> set[tuple[int, int]]:
+    """(dev, inode) of what ``pid``'s stdout and stderr are."""
+    if pid is None:
+        return set()
+    out = set()
+    for fd in (1, 2):
+        try:
+            st = os.stat(proc / str(pid) / "fd" / str(fd))
+            out.add((st.st_dev, st.st_ino))
+        except OSError:
+            continue
     return out
 
 

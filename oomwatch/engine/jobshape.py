@@ -124,7 +124,7 @@ def live_members(processes: Sequence[LiveProcess]) -> list[Member]:
     out = []
     for p in processes:
         rank = f", rank {p.rank}" if p.rank is not None else ""
-        text = f"pid {p.pid} ({p.comm}, {p.role}{rank}): peak {p.basis} {human(p.peak)}"
+        text = f"pid {p.pid} ({p.comm}, {p.role}{rank}): {p.basis} {human(p.peak)} at its peak"
         out.append(Member(p.pid, p.comm, p.role, p.rank, p.peak, Evidence("agent history", 0, text)))
     return out
 

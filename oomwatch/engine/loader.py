@@ -331,13 +331,30 @@ def _load_verdicts(path: Path, rules: RuleSet) -> None:
         )
 
 
-def _load_causes(path: Path, rules: RuleSet) -> None:
+def _document(path: Path, rules: RuleSet, key: str) -> dict[str, Any] | None:
+    """The file's mapping, when it holds a list under ``key`` (else the error is recorded)."""
     doc = _read_yaml(path, rules)
     if doc is None:
-        return
-    items = doc.get("causes") if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        rules.errors.append(RuleError(str(path), 1, "expected a list `causes:`"))
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
+        rules.errors.append(RuleError(str(path), 1, f"expected a list `{key}:`"))
+        return None
+    return doc
+
+
+def _add_parsed(path: Path, rules: RuleSet, items: list[Any], parse: Any, into: list[Any], kind: str) -> None:
+    """Parse each item (``parse(item, "file:line")`` gives the rule or None, and its errors) into ``into``."""
+    for item in items:
+        line = int(item.get("__line__", 0)) if isinstance(item, dict) else 0
+        rule, errs = parse(item, f"{path}:{line}")
+        rules.errors.extend(RuleError(str(path), line, e) for e in errs)
+        if rule is not None and _unique_in_dir(rules, path, (f"{kind}:{rule.id}",), rule.source):
+            _replace_or_add(into, rule)
+
+
+def _load_causes(path: Path, rules: RuleSet) -> None:
+    doc = _document(path, rules, "causes")
+    if doc is None:
         return
     decide = doc.get("decide")
     if decide is not None:
@@ -346,29 +363,15 @@ def _load_causes(path: Path, rules: RuleSet) -> None:
             rules.errors.append(RuleError(str(path), 1, f"`decide` takes numbers for {sorted(rules.decide)}"))
         else:
             rules.decide.update({k: float(v) for k, v in keys.items()})
-    for item in items:
-        line = int(item.get("__line__", 0)) if isinstance(item, dict) else 0
-        rule, errs = parse_cause(item, f"{path}:{line}", VERDICTS)
-        rules.errors.extend(RuleError(str(path), line, e) for e in errs)
-        if rule is not None and _unique_in_dir(rules, path, (f"cause:{rule.id}",), rule.source):
-            _replace_or_add(rules.causes, rule)
+    _add_parsed(path, rules, doc["causes"], lambda i, src: parse_cause(i, src, VERDICTS), rules.causes, "cause")
 
 
 def _load_activities(path: Path, rules: RuleSet) -> None:
-    doc = _read_yaml(path, rules)
+    doc = _document(path, rules, "activities")
     if doc is None:
         return
-    if not isinstance(doc, dict) or not isinstance(doc.get("activities"), list):
-        rules.errors.append(RuleError(str(path), 1, "expected a list `activities:`"))
-        return
-    parts = (("activities", parse_activity, rules.activities), ("streams", parse_stream, rules.streams))
-    for key, parse, into in parts:
-        for item in doc.get(key) or []:
-            line = int(item.get("__line__", 0)) if isinstance(item, dict) else 0
-            rule, errs = parse(item, f"{path}:{line}")
-            rules.errors.extend(RuleError(str(path), line, e) for e in errs)
-            if rule is not None and _unique_in_dir(rules, path, (f"{key}:{rule.id}",), rule.source):
-                _replace_or_add(into, rule)
+    _add_parsed(path, rules, doc["activities"], parse_activity, rules.activities, "activities")
+    _add_parsed(path, rules, doc.get("streams") or [], parse_stream, rules.streams, "streams")
     marks = doc.get("kill_marks")
     if marks is not None:
         if not isinstance(marks, list) or not all(isinstance(m, str) for m in marks):
@@ -378,19 +381,9 @@ def _load_activities(path: Path, rules: RuleSet) -> None:
 
 
 def _load_code(path: Path, rules: RuleSet) -> None:
-    doc = _read_yaml(path, rules)
-    if doc is None:
-        return
-    items = doc.get("code") if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        rules.errors.append(RuleError(str(path), 1, "expected a list `code:`"))
-        return
-    for item in items:
-        line = int(item.get("__line__", 0)) if isinstance(item, dict) else 0
-        rule, errs = parse_code_rule(item, f"{path}:{line}")
-        rules.errors.extend(RuleError(str(path), line, e) for e in errs)
-        if rule is not None and _unique_in_dir(rules, path, (f"code:{rule.id}",), rule.source):
-            _replace_or_add(rules.code, rule)
+    doc = _document(path, rules, "code")
+    if doc is not None:
+        _add_parsed(path, rules, doc["code"], parse_code_rule, rules.code, "code")
 
 
 def _check_references(rules: RuleSet) -> None:

@@ -230,9 +230,11 @@ def test_incident_for_keep_in_memory_quotes_every_ranks_private_set(tmp_path: Pa
     top = _top_cause(doc, "keep_in_memory_duplication")
     quoted = [e["text"] for e in top["evidence"] if e["file"] == SOURCE]
     assert any(", rank, rank " in q and ": USS " in q for q in quoted), top
-    assert any("ranks each holding about" in r for r in top["reasons"]), top["reasons"]
-    # the ranks print to a file (the runner's console.txt): the agent read it, and it named the cause
+    assert any("ranks each held about" in r for r in top["reasons"]), top["reasons"]
+    # the ranks print to a file (the runner's console.txt): the agent read it — what they were doing
     assert [o["path"] for o in doc["job_output"]] == [str(run.capture / "console.txt")], doc["job_output"]
-    from_output = [e["text"] for e in top["evidence"] if e["file"].startswith("job output ")]
-    assert any("keep_in_memory" in t for t in from_output), top
-    print("keep_in_memory incident evidence:", *quoted, *from_output, sep="\n  ")
+    assert any("loading the dataset" in r for r in top["reasons"]), top["reasons"]
+    # and the script the launcher's command line names: the call behind it, its flag read from that line
+    code = [e["text"] for e in top["evidence"] if e["file"] == "scenarios/workloads/keep_in_memory.py"]
+    assert any("keep_in_memory=args.keep_in_memory" in t and "from the command line" in t for t in code), top
+    print("keep_in_memory incident evidence:", *quoted, *code, sep="\n  ")
