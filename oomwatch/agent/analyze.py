@@ -33,7 +33,9 @@ from oomwatch.engine.sizes import human
 
 SOURCE = "agent history"
 MIB = 1 << 20
-MIN_SPAN = 0.4  # seconds between the first and last sample compared (the 2x thresholds in the rules guard the rest)
+# seconds between the first and last of at least three samples compared (the 2x thresholds and the
+# 32 MiB of growth in the rules guard the rest): a test's workers live half a second, sampled every 0.1 s
+MIN_SPAN = 0.2
 SIMILAR = 0.5  # ranks whose peak USS is at least half the largest rank's are "similar"
 LARGE_RANK_USS = 64 * MIB
 SWAP_WORTH_SAYING = 0.5  # swap used ratio from which the evidence line is given
@@ -110,7 +112,7 @@ def analyze(
         if s.role != "dataloader_worker":
             continue
         uss, rss = s.known(3), s.known(1)
-        if len(uss) < 2 or len(rss) < 2 or uss[-1][0] - uss[0][0] < MIN_SPAN:
+        if len(uss) < 3 or len(rss) < 3 or uss[-1][0] - uss[0][0] < MIN_SPAN:
             continue
         ratio = uss[-1][1] / max(uss[0][1], MIB)
         rss_ratio = rss[-1][1] / max(rss[0][1], MIB)

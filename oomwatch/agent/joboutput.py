@@ -127,41 +127,29 @@ def pipe_readers_files(
             continue
         # a log on disk (not a deleted temporary file), from a program that writes few: a logger, not
         # a shell or a test harness that happens to hold the pipe's other end
-        first = 3 if reader in above else 1
-        written = [n for n, link in fds if n >= first and link.startswith("/") and not link.endswith(" (deleted)")
+        written = [n for n, link in fds if n >= 1 and link.startswith("/") and not link.endswith(" (deleted)")
                    and _writes(proc, reader, n)]  # fmt: skip
-        if len(written) > MAX_LOGS_OF_A_READER:
-            continue
         found = [f for f in (_regular(proc, reader, n) for n in written) if f is not None]
-        if reader in above:  # what its caller prints to (a saved copy of its stdout) is not the job's log
-            inherited = _outputs_of(proc, _parent(proc, reader))
-            found = [f for f in found if (f.dev, f.ino) not in inherited]
+        if reader in above and not _passes_through(proc, reader):
+            # a program that started the job (slurmstepd, a Python wrapper, a test harness): only a file it
+            # opened itself for the job's output — not its own stdout/stderr, nor a saved copy of them
+            files = [(f.dev, f.ino) for f in found]
+            own = {(f.dev, f.ino) for f in found if f.fd in (1, 2)}
+            found = [f for f in found if f.fd >= 3 and (f.dev, f.ino) not in own and files.count((f.dev, f.ino)) == 1]
+        if len(found) > MAX_LOGS_OF_A_READER:
+            continue
         out.extend(found)
     return out
 
 
-def _parent(proc: Path, pid: int) -> int | None:
+def _passes_through(proc: Path, pid: int) -> bool:
+    """``oomwatch run``: it passes its command's output through unchanged to its own stdout."""
     try:
-        for line in (proc / str(pid) / "status").read_text().splitlines():
-            if line.startswith("PPid:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def _outputs_of(proc: Path, pid: int | None) -> set[tuple[int, int]]:
-    """(dev, inode) of what ``pid``'s stdout and stderr are."""
-    if pid is None:
-        return set()
-    out = set()
-    for fd in (1, 2):
-        try:
-            st = os.stat(proc / str(pid) / "fd" / str(fd))
-            out.add((st.st_dev, st.st_ino))
-        except OSError:
-            continue
-    return out
+        argv = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    names = [a.rsplit(b"/", 1)[-1] for a in argv[:4]]
+    return b"run" in argv[:5] and (b"oomwatch" in names or b"oomwatch" in argv[:4])
 
 
 def locate_outputs(
@@ -178,9 +166,8 @@ def locate_outputs(
     for pid in pids:
         for fd in (1, 2):
             direct = _regular(proc, pid, fd)
-            found = (
-                [direct] if direct is not None else pipe_readers_files(proc, pid, fd, (neighbours or {}).get(pid, ()))
-            )
+            near, up = (neighbours or {}).get(pid, ()), (ancestors or {}).get(pid, ())
+            found = [direct] if direct is not None else pipe_readers_files(proc, pid, fd, near, up)
             for f in found:
                 if (f.dev, f.ino) in seen:
                     continue

@@ -182,7 +182,8 @@ def test_incident_for_copy_on_write_quotes_the_workers_uss_growth(tmp_path: Path
     top = doc["diagnosis"]["causes"][0]
     assert top["id"] == "cow_refcount_defeat", doc["diagnosis"]["causes"]
     quoted = [e for e in top["evidence"] if e["file"] == SOURCE]
-    assert quoted and "USS" in quoted[0]["text"] and "while RSS" in quoted[0]["text"], top
+    live = analyze(doc["history"]["processes"], doc["victim"]["pid"]).facts
+    assert quoted and "USS" in quoted[0]["text"] and "while RSS" in quoted[0]["text"], (top, live)
     print("copy-on-write incident evidence:", *[e["text"] for e in quoted], sep="\n  ")
 
 
