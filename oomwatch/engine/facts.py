@@ -237,16 +237,35 @@ def primary_report(reports: Sequence[OomReport], victim: Victim | None) -> OomRe
 
 
 def _launcher(events: Sequence[Event]) -> dict[str, Any]:
+    """Distinct ranks a launcher reported failed / killed. One rank is often reported on several
+    lines (torchrun's ``failed (exitcode: -9) local_rank: 0 (pid: N)``, then its summary's ``rank :
+    0 (local_rank: 0)`` and ``exitcode : -9 (pid: N)`` on the next line): a pid is the rank's
+    identity, a rank or local rank named beside a pid (on its line or the line after) is that pid."""
+    mine = [ev for ev in events if ev.kind in ("sigkill", "launcher_failure")]
+    pid_of: dict[tuple[str, str], str] = {}  # ("local_rank" | "rank", value) -> pid
+    for i, ev in enumerate(mine):
+        pid = ev.fields.get("pid")
+        nxt = mine[i + 1] if i + 1 < len(mine) else None
+        if pid is None and nxt is not None and nxt.line.file == ev.line.file and 0 < nxt.line.no - ev.line.no <= 2:
+            pid = nxt.fields.get("pid") if nxt.fields.get("rank") is None and nxt.fields.get("local_rank") is None else None
+        if pid is not None:
+            for key in ("rank", "local_rank"):
+                if ev.fields.get(key) is not None:
+                    pid_of.setdefault((key, ev.fields[key]), pid)
     failed: set[str] = set()
     killed: set[str] = set()
-    for ev in events:
-        if ev.kind not in ("sigkill", "launcher_failure"):
-            continue
-        rank = ev.fields.get("rank") or ev.fields.get("local_rank") or ev.fields.get("pid")
-        if rank is not None:
-            failed.add(rank)
+    for ev in mine:
+        f = ev.fields
+        who = f.get("pid") or next(
+            (pid_of[(k, f[k])] for k in ("rank", "local_rank") if f.get(k) is not None and (k, f[k]) in pid_of), None
+        )
+        if who is None:
+            rank = f.get("rank") or f.get("local_rank")
+            who = f"rank {rank}" if rank is not None else None
+        if who is not None:
+            failed.add(who)
             if ev.kind == "sigkill":
-                killed.add(rank)
+                killed.add(who)
     return {"launcher.ranks_failed": len(failed), "launcher.ranks_killed": len(killed)}
 
 

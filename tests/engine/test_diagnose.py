@@ -82,3 +82,28 @@ def test_selected_process_stands_in_when_the_kill_line_is_missing() -> None:
     )
     assert (d.verdict, d.confirmed) == ("host_oom", True)
     assert (d.victims[0].pid, d.victims[0].name, d.victims[0].anon_rss_bytes) == (1532, "badsysprogram", None)
+
+
+def test_a_rank_reported_on_several_launcher_lines_counts_once() -> None:
+    # torchrun names a killed rank in its log line and twice more in its summary (rank, then pid)
+    summary = "\n".join(
+        [
+            ELASTIC,
+            "Failures:",
+            "[1]:",
+            "  rank      : 1 (local_rank: 1)",
+            "  exitcode  : -15 (pid: 4243)  (SIGTERM)",
+            "  traceback : Signal 15 (SIGTERM) received by PID 4243",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  rank      : 3 (local_rank: 3)",
+            "  exitcode  : -9 (pid: 4242)  (SIGKILL)",
+            "  traceback : Signal 9 (SIGKILL) received by PID 4242",
+        ]
+    )
+    d = _diag(("torchrun.log", summary + "\n"))
+    assert (d.facts["launcher.ranks_failed"], d.facts["launcher.ranks_killed"]) == (2, 1)
+    # two ranks killed, each named by its own pid
+    other = ELASTIC.replace("local_rank: 3 (pid: 4242)", "local_rank: 2 (pid: 4244)")
+    d = _diag(("torchrun.log", f"{ELASTIC}\n{other}\n"))
+    assert (d.facts["launcher.ranks_failed"], d.facts["launcher.ranks_killed"]) == (2, 2)
