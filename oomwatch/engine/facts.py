@@ -247,7 +247,8 @@ def _launcher(events: Sequence[Event]) -> dict[str, Any]:
         pid = ev.fields.get("pid")
         nxt = mine[i + 1] if i + 1 < len(mine) else None
         if pid is None and nxt is not None and nxt.line.file == ev.line.file and 0 < nxt.line.no - ev.line.no <= 2:
-            pid = nxt.fields.get("pid") if nxt.fields.get("rank") is None and nxt.fields.get("local_rank") is None else None
+            unranked = nxt.fields.get("rank") is None and nxt.fields.get("local_rank") is None
+            pid = nxt.fields.get("pid") if unranked else None
         if pid is not None:
             for key in ("rank", "local_rank"):
                 if ev.fields.get(key) is not None:
