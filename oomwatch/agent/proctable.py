@@ -7,8 +7,9 @@ reused by a new process is never read as the old one (it is dropped and tracked 
 
 What is read once per process (or again when its name changes, i.e. it exec'd or renamed itself):
 ``stat`` (start time), ``cmdline``, ``environ`` (only the job-identity keys, see procfs.environ),
-``cgroup``. A freshly exec'd process can show an empty cmdline/environ for a moment: those are
-re-read on the next ticks until they show up (or the process is a few seconds old).
+``cgroup``. A new process is read again whenever its status changes in its first seconds: a freshly
+exec'd one can show an empty cmdline/environ for a moment, a fork read before its exec shows its
+parent's command line, and a shell may move itself into a cgroup just after it started.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from oomwatch.procfs.stat import read_stat
 from oomwatch.procfs.status import Status, parse_status_bytes
 
 STATUS_READ = 8192  # status is ~1.5 KiB; a larger read costs nothing more
-RETRY_EMPTY_FOR = 5.0  # seconds: re-read an empty cmdline/environ of a new process this long
+RETRY_EMPTY_FOR = 5.0  # seconds: re-read a new process's cmdline, environ and cgroup this long
 GONE_ERRNOS = frozenset({errno.ESRCH, errno.ENOENT})
 
 
@@ -141,17 +142,25 @@ class ProcessTable:
         comm = status.name if status.name is not None else old.comm
         ppid = status.ppid if status.ppid is not None else old.ppid
         t.status = status
+        young = not t.kernel_thread and now - t.first_seen < RETRY_EMPTY_FOR
         if comm != old.comm or ppid != old.ppid:
             argv, env = old.argv, old.env
             if comm != old.comm:  # exec'd (new argv, environ) or renamed itself (pt_data_worker)
                 argv, env = self._argv_env(pid, old.argv, old.env)
             t.info = ProcInfo(pid, ppid, comm, argv, env, old.cgroup, old.start_time)
             self.changes += (old, t.info)
-        elif not t.kernel_thread and not old.argv and now - t.first_seen < RETRY_EMPTY_FOR:
-            # mid-exec, cmdline and environ read empty: read them again until they show
+        elif young:
+            # mid-exec (cmdline and environ read empty), or read between a fork and its exec of a
+            # program with the same name (`subprocess.Popen([sys.executable, ...])` from Python: the
+            # parent's argv, which reads as a forked worker), or moved to its cgroup just after it
+            # started (a shell writing itself into cgroup.procs): read them again while it is new
             argv, env = self._argv_env(pid, old.argv, old.env)
-            if argv != old.argv or env != old.env:
-                t.info = ProcInfo(pid, ppid, comm, argv, env, old.cgroup, old.start_time)
+            membership = self._membership(pid) or t.membership
+            cgroup = cgroup_path(membership) if membership != t.membership else old.cgroup
+            if membership != t.membership:
+                t.membership, t.located = membership, False
+            if argv != old.argv or env != old.env or cgroup != old.cgroup:
+                t.info = ProcInfo(pid, ppid, comm, argv, env, cgroup, old.start_time)
                 self.changes += (old, t.info)
         return True
 

@@ -289,6 +289,15 @@ class _Matcher(ast.NodeVisitor):
         value = _const(node)
         if value is not _UNKNOWN:
             return True, value, ""
+        if isinstance(node, ast.IfExp):  # `2 if args.v2 else 24`: the branch its known test picks
+            known, test, how = self._value(node.test)
+            if not known:
+                return False, None, how
+            known, value, more = self._value(node.body if test else node.orelse)
+            return known, value, "; ".join(n for n in (how, more) if n)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            known, value, how = self._value(node.operand)
+            return known, (not value) if known else None, how
         if isinstance(node, (ast.Name, ast.Attribute)):
             known, value, how = self.flags.value(dotted(node).rsplit(".", 1)[-1])
             if known:

@@ -143,6 +143,25 @@ def test_a_flag_decides_a_keyword_from_the_command_line() -> None:
     assert _code(KIM)["code.keep_in_memory"] == 0  # no command line: the default (store_true: False)
 
 
+def test_a_conditional_keyword_takes_the_branch_its_flag_picks() -> None:
+    src = """
+import argparse
+from torch.utils.data import DataLoader
+p = argparse.ArgumentParser()
+p.add_argument("--v2", action="store_true")
+p.add_argument("--eager", action="store_true")
+args = p.parse_args()
+loader = DataLoader(ds, num_workers=2, prefetch_factor=2 if args.v2 else 24, pin_memory=not args.eager)
+"""
+    facts = _code(src, ("python", "train.py"))
+    assert facts["code.prefetch_factor.value"] == 24 and facts["code.pin_memory"] == 1
+    facts = _code(src, ("python", "train.py", "--v2", "--eager"))
+    assert facts["code.prefetch_factor"] == 0 and facts["code.pin_memory"] == 0
+    # a test that is not a known flag: the value is not known (counted, as a keyword of unknown value is)
+    unknown = src.replace("if args.v2", "if cfg.small")
+    assert _code(unknown, ("python", "train.py"))["code.prefetch_factor"] == 1
+
+
 def test_a_dataclass_field_and_an_unknown_value() -> None:
     hf = """
 from dataclasses import dataclass, field
