@@ -26,6 +26,10 @@ The first rule that matches wins (see :func:`assign_roles`):
 7. A python process that is the parent of workers or managers but matched nothing above (a
    single-process trainer without RANK in its environment): ``rank``, with no rank number — the
    training process itself (the kernel's report calls it ``python`` like its manager).
+8. A python process that matched nothing above and started ranks (RANK/LOCAL_RANK in their
+   environment) running its own program: ``rank`` — the first rank of a job that re-executes its
+   script for the others (Lightning's DDP strategy, ``subprocess.Popen([sys.executable, *sys.argv])``
+   with LOCAL_RANK set), whose own RANK is set in-process, after its environment was read.
 
 Everything else is decided by :mod:`oomwatch.agent.discovery` once jobs are known: inside a job a python
 process is ``unknown`` and any other ``other``; outside any job, ``other``.
@@ -168,10 +172,23 @@ def assign_roles(procs: Sequence[ProcInfo]) -> dict[int, str]:
                 roles[p.pid] = "dataloader_worker"
     for p in procs:
         if p.pid not in roles and is_python(p):
-            kids = (roles.get(c.pid) for c in children.get(p.pid, []))
-            if any(k in ("dataloader_worker", "manager") for k in kids):
+            kids = children.get(p.pid, [])
+            helpers = any(roles.get(c.pid) in ("dataloader_worker", "manager") for c in kids)  # rule 7
+            reexecuted = any(roles.get(c.pid) == "rank" and has_rank_env(c) and _same_program(c, p) for c in kids)
+            if helpers or reexecuted:  # rule 8: its own script re-executed for the other ranks
                 roles[p.pid] = "rank"
     return roles
+
+
+def _same_program(p: ProcInfo, parent: ProcInfo) -> bool:
+    """Both run the same script or module with the same arguments (the interpreter's path may differ:
+    ``python train.py`` re-executed as ``/usr/bin/python3.11 train.py``)."""
+    mine, theirs = program(p.argv), program(parent.argv)
+    return (mine[0] is not None or mine[1] is not None) and (mine[0], mine[1], tuple(mine[2])) == (
+        theirs[0],
+        theirs[1],
+        tuple(theirs[2]),
+    )
 
 
 def _same_rank(p: ProcInfo, parent: ProcInfo) -> bool:

@@ -37,7 +37,7 @@ CAUSE_IDS = (
 )  # fmt: skip
 CAUSE_KEYS = {
     "id", "title", "remedy", "verdicts", "when", "signals", "mechanism", "fix", "confirm", "references",
-    "fallback", "unless", "__line__",
+    "fallback", "unless", "refines", "__line__",
 }  # fmt: skip
 MAX_REMEDY = 160
 EVIDENCE_KINDS = (
@@ -70,6 +70,9 @@ class CauseRule:
     fallback: bool
     source: str
     unless: tuple[tuple[Condition, str], ...] = ()  # (condition, what it says) that rule the cause out
+    # the causes this one is a special case of (keep_in_memory_duplication: dataset_in_ram): a general
+    # form that scores close behind agrees with it, it is no rival when deciding whether it stands out
+    refines: tuple[str, ...] = ()
 
     def facts(self) -> set[str]:
         names = self.when.facts()
@@ -120,6 +123,13 @@ def parse_cause(item: Any, source: str, verdicts: tuple[str, ...]) -> tuple[Caus
         errs += cond_errs
         if cond is not None:
             unless.append((cond, " ".join(str(raw["says"]).split())))
+    refines = item.get("refines") or []
+    if not isinstance(refines, list) or not all(isinstance(r, str) for r in refines):
+        errs.append("`refines` must be a list of cause ids")
+        refines = []
+    errs += [f"unknown cause {r!r} in `refines`" for r in refines if r not in CAUSE_IDS]
+    if item.get("id") in refines:
+        errs.append("a cause cannot refine itself")
     remedy = " ".join(str(item.get("remedy", "")).split())
     if "remedy" in item and not 0 < len(remedy) <= MAX_REMEDY:
         errs.append(f"remedy must be one line of 1 to {MAX_REMEDY} characters (it becomes an alert's label)")
@@ -140,6 +150,7 @@ def parse_cause(item: Any, source: str, verdicts: tuple[str, ...]) -> tuple[Caus
             fallback=bool(item.get("fallback", False)),
             source=source,
             unless=tuple(unless),
+            refines=tuple(refines),
         ),
         [],
     )

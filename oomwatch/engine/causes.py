@@ -144,13 +144,20 @@ def _evidence(
     return [Evidence(rep.file, r.line, r.text) for r in rows]
 
 
-def is_determined(causes: Sequence[Cause], decide: Mapping[str, float]) -> bool:
-    """Whether the top cause stands out: confident enough, and ahead of the next one."""
+def is_determined(
+    causes: Sequence[Cause], decide: Mapping[str, float], refines: Mapping[str, Sequence[str]] | None = None
+) -> bool:
+    """Whether the top cause stands out: confident enough, and ahead of the next one that is not a
+    general form of it (``refines``: cause id -> the causes it is a special case of)."""
     if not causes or causes[0].id == "unknown":
         return False
-    if causes[0].confidence < decide.get("min_confidence", 0.4):
+    top = causes[0]
+    if top.confidence < decide.get("min_confidence", 0.4):
         return False
-    return len(causes) < 2 or causes[0].confidence - causes[1].confidence >= decide.get("min_lead", 0.1)
+    general = set((refines or {}).get(top.id, ()))
+    rivals = [c for c in causes[1:] if c.id not in general and c.id != "unknown"]
+    # rounded: confidences are sums of weights in tenths, and 0.5 - 0.4 is 0.09999999999999998
+    return not rivals or round(top.confidence - rivals[0].confidence, 6) >= decide.get("min_lead", 0.1)
 
 
 def with_what_to_collect(

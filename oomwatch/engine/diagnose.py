@@ -52,7 +52,8 @@ def diagnose(
     causes = rank_causes(rules.causes, verdict, facts, events, victims, reports, live, found.evidence, ruled_out)
     notes = [*(observed.notes if observed is not None else ()), *_notes(facts, reports, events, verdict, live)]
     notes.extend(found.notes + ruled_out)
-    determined = is_determined(causes, rules.decide) if causes else None
+    refines = {r.id: r.refines for r in rules.causes}
+    determined = is_determined(causes, rules.decide, refines) if causes else None
     if not determined and causes:
         causes = with_what_to_collect(causes, rules.causes, facts, live)
     for s in scans:

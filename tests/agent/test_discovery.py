@@ -178,6 +178,24 @@ def test_lone_python_with_workers_main_is_the_training_process():
     assert (m[1010].role, m[1010].job) == ("other", None)
 
 
+def test_a_trainer_that_re_executes_its_script_for_the_other_ranks_is_their_first_rank():
+    # Lightning's DDP strategy: the script's own process is rank 0 (its RANK set in-process, after its
+    # environment was read); it starts `sys.executable script args` with LOCAL_RANK for the others
+    procs = [
+        P(2000, 1, "python", "python", "finetune.py", "--devices", "2"),
+        P(2001, 2000, "python", PY, "finetune.py", "--devices", "2", env={"LOCAL_RANK": "1", "NODE_RANK": "0"}),
+        P(2002, 2000, "python", PY, "other.py", env={"LOCAL_RANK": "0"}),  # not its program: says nothing
+        P(2010, 1, "python", "python", "serve.py"),
+        P(2011, 2010, "python", PY, "worker.py", env={"RANK": "0"}),
+    ]
+    m = by_pid(procs)
+    assert (m[2000].role, m[2000].job) == ("rank", "tree-2000")
+    assert (m[2001].role, m[2001].job, m[2001].local_rank) == ("rank", "tree-2000", 1)
+    assert m[2002].job == "tree-2000"
+    assert (m[2010].role, m[2010].job) == ("other", None)
+    assert (m[2011].role, m[2011].job) == ("rank", "tree-2011")
+
+
 def test_unrelated_and_hostile_processes():
     procs = [
         P(2, 0, "kthreadd"),

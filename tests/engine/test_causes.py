@@ -191,5 +191,27 @@ def test_a_close_second_leaves_the_cause_undetermined() -> None:
     decide = RULES.decide
     assert is_determined([c("dataset_in_ram", 0.45), c("checkpoint_load_duplication", 0.2)], decide)
     assert not is_determined([c("dataset_in_ram", 0.45), c("checkpoint_load_duplication", 0.4)], decide)
+    assert is_determined([c("other_process", 0.45 + 0.05), c("unbounded_cache", 0.2 + 0.2)], decide)  # a lead of 0.1
     assert not is_determined([c("dataset_in_ram", 0.35)], decide)
     assert not is_determined([c("unknown", 0.0)], decide)
+    # a general form close behind agrees with the top cause; a third cause close behind does not
+    refines = {r.id: r.refines for r in RULES.causes}
+    kim, general = c("keep_in_memory_duplication", 0.95), c("dataset_in_ram", 0.9)
+    assert not is_determined([kim, general], decide)
+    assert is_determined([kim, general], decide, refines)
+    assert is_determined([kim, general, c("rank0_extra", 0.2)], decide, refines)
+    assert not is_determined([kim, general, c("rank0_extra", 0.9)], decide, refines)
+    # the general form on top is not made specific by the special case behind it
+    assert not is_determined([general, c("keep_in_memory_duplication", 0.85)], decide, refines)
+
+
+def test_refines_names_causes_that_exist() -> None:
+    from oomwatch.engine.cause_rules import parse_cause
+
+    base = {"id": "keep_in_memory_duplication", "title": "t", "remedy": "r", "when": {"fact": "kernel.kills", "gt": 0},
+            "mechanism": "m", "fix": "f", "confirm": "c"}  # fmt: skip
+    rule, errs = parse_cause({**base, "refines": ["dataset_in_ram"]}, "x.yaml", ("cgroup_oom",))
+    assert rule is not None and rule.refines == ("dataset_in_ram",) and not errs
+    assert "unknown cause 'no_such' in `refines`" in parse_cause({**base, "refines": ["no_such"]}, "x", ())[1]
+    assert "`refines` must be a list of cause ids" in parse_cause({**base, "refines": "dataset_in_ram"}, "x", ())[1]
+    assert "a cause cannot refine itself" in parse_cause({**base, "refines": [base["id"]]}, "x", ())[1]

@@ -7,7 +7,8 @@ process scores a third of the evaluation batches and the losses are all-reduced.
 
 What goes wrong (only said here): every process calls ``torch.load(ckpt, map_location="cpu")``
 and so holds a private copy of the whole checkpoint (weights, EMA and both Adam moments: 4x the
-model) at the same moment, to use only the EMA weights. The fixed twin (``--v2``) loads it in
+model) at the same moment, to use only the EMA weights (the checkpoint stays referenced in ``worker``
+while it evaluates). The fixed twin (``--v2``) loads it in
 process 0 only and broadcasts the EMA weights to the others with ``dist.broadcast``.
 """
 
@@ -30,7 +31,7 @@ def load_ema(model, args, rank):
     if not args.v2:
         ckpt = torch.load(args.ckpt, map_location="cpu")
         model.load_state_dict(ckpt["ema"])
-        return ckpt["step"]
+        return ckpt
     step = torch.zeros(1, dtype=torch.long)
     if rank == 0:
         ckpt = torch.load(args.ckpt, map_location="cpu")
@@ -40,7 +41,7 @@ def load_ema(model, args, rank):
     for t in model.state_dict().values():
         dist.broadcast(t, src=0)
     dist.broadcast(step, src=0)
-    return int(step)
+    return {"step": int(step)}
 
 
 def worker(rank, world, args):
@@ -49,8 +50,8 @@ def worker(rank, world, args):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     model = build_model(args.layers).eval()
-    step = load_ema(model, args, rank)
-    log_.info("loaded EMA weights from step %d", step)
+    ckpt = load_ema(model, args, rank)
+    log_.info("loaded EMA weights from step %d", ckpt["step"])
 
     g = torch.Generator().manual_seed(0)
     total = torch.zeros(2)
