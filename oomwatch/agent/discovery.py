@@ -132,6 +132,15 @@ def cgroup_path(lines: Sequence[CgroupMembership]) -> str | None:
     return line.path if line else None
 
 
+def memory_cgroup_path(lines: Sequence[CgroupMembership]) -> str | None:
+    """The path of the cgroup whose memory limit a process is under: its v1 ``memory`` line where that
+    controller is mounted on v1 (a hybrid host's v2 line then says ``/`` for every process), else its
+    v2 path."""
+    line = next((m for m in lines if "memory" in m.controllers), None)
+    line = line or next((m for m in lines if m.hierarchy_id == 0 and not m.controllers), None)
+    return line.path if line else None
+
+
 def _cgroup_path(paths: HostPaths, pid: int) -> str | None:
     """:func:`cgroup_path` of /proc/PID/cgroup; None when unreadable."""
     try:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from oomwatch.agent.collect import CgroupCollector, collect_node
-from oomwatch.agent.discovery import Member, classify
+from oomwatch.agent.discovery import Member, classify, memory_cgroup_path
 from oomwatch.agent.gpu import GpuCollector
 from oomwatch.agent.model import (
     TRAINING_ROLES,
@@ -239,7 +239,7 @@ class Sampler:
         node are idle: same status bytes, no new smaps read, same role)."""
         m = self.members.get(t.info.pid)
         job, role = self._job_role(t)
-        key = (t.status, t.smaps_time, m, job, role, t.gpu_memory, t.info)
+        key = (t.status, t.smaps_time, m, job, role, t.gpu_memory, t.info, t.membership)
         cached = t.cached
         if cached is not None and all(a is b or a == b for a, b in zip(key, cached, strict=False)):
             return cached[-1]  # type: ignore[return-value]
@@ -264,7 +264,7 @@ class Sampler:
             swap_pss=sm.swap_pss if sm else None,
             smaps_time=t.smaps_time if sm else None,
             rchar=t.rchar if sm else None,
-            cgroup=t.info.cgroup,
+            cgroup=memory_cgroup_path(t.membership),
             gpu_memory=t.gpu_memory,
         )
         t.cached = (*key, sample)

@@ -106,11 +106,13 @@ def _cause(rule: CauseRule, confidence: float, evidence: tuple[Evidence, ...], r
 
 
 def _unique(items: list[Evidence]) -> tuple[Evidence, ...]:
-    seen: set[tuple[str, int]] = set()
+    """Each line once; evidence with no line number (the agent's history: line 0) is told apart by its text."""
+    seen: set[tuple[str, int, str]] = set()
     out = []
     for ev in items:
-        if (ev.file, ev.line) not in seen:
-            seen.add((ev.file, ev.line))
+        key = (ev.file, ev.line, ev.text if ev.line <= 0 else "")
+        if key not in seen:
+            seen.add(key)
             out.append(ev)
     return tuple(out[:MAX_EVIDENCE])
 

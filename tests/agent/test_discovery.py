@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oomwatch.agent.discovery import Member, ProcInfo, classify, pod_uid, snapshot
+from oomwatch.agent.discovery import Member, ProcInfo, classify, memory_cgroup_path, pod_uid, snapshot
 from oomwatch.paths import HostPaths
 
 PY = "/usr/bin/python3"
@@ -281,3 +281,12 @@ def test_live_forked_workers_of_a_rank():
                     os.kill(pid, signal.SIGKILL)
             proc.wait()
         proc.stdout.close()  # type: ignore[union-attr]
+
+
+def test_the_memory_cgroup_of_a_hybrid_host_is_the_v1_memory_line():
+    from oomwatch.cgroupfs.detect import parse_proc_cgroup
+
+    hybrid = "12:memory:/kubepods/pod1/c1\n11:cpu,cpuacct:/kubepods/pod1/c1\n0::/\n"
+    assert memory_cgroup_path(parse_proc_cgroup(hybrid)) == "/kubepods/pod1/c1"
+    assert memory_cgroup_path(parse_proc_cgroup("0::/system.slice/train.service\n")) == "/system.slice/train.service"
+    assert memory_cgroup_path(parse_proc_cgroup("")) is None

@@ -58,6 +58,17 @@ def test_roles_jobs_and_values_match_proc():
         assert all(c.ok for c in tick.collectors), tick.collectors
         # the job's memory cgroup was found and read (this machine: cgroup v1)
         assert any(tree.run_id in c.jobs and c.usage for c in tick.cgroups), tick.cgroups
+        # each sample names the cgroup whose memory limit it is under (on a hybrid host the v1 memory
+        # line: the v2 line says "/" for every process, and every process would share the victim's limit)
+        for p in (rank, writer, reader):
+            assert p.cgroup == _memory_line(p.pid), (p.cgroup, Path(f"/proc/{p.pid}/cgroup").read_text())
+
+
+def _memory_line(pid: int) -> str | None:
+    lines = [line.split(":", 2) for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()]
+    v1 = [path for _, controllers, path in lines if "memory" in controllers.split(",")]
+    v2 = [path for hid, controllers, path in lines if hid == "0" and not controllers]
+    return (v1 or v2 or [None])[0]
 
 
 def test_vanished_processes_are_dropped_and_their_descriptors_closed():
