@@ -66,13 +66,20 @@ def _get(row: Any, key: str) -> Any:
 
 def _series(rows: Iterable[Any]) -> dict[int, _Series]:
     out: dict[int, _Series] = {}
-    for r in rows:
+    read_at: dict[int, Any] = {}
+    for r in sorted(rows, key=lambda r: float(_get(r, "time"))):
         pid = _get(r, "pid")
         s = out.get(pid)
         if s is None:
             s = out[pid] = _Series(pid, _get(r, "role") or "unknown", _get(r, "rank"), _get(r, "comm") or "", [])
         s.role, s.rank = _get(r, "role") or s.role, _get(r, "rank") if _get(r, "rank") is not None else s.rank
-        s.points.append((float(_get(r, "time")), _get(r, "rss"), _get(r, "anon"), _get(r, "uss"), _get(r, "rchar")))
+        uss, rchar = _get(r, "uss"), _get(r, "rchar")
+        smaps_time = _get(r, "smaps_time")  # live samples carry it (stored rows hold each reading once)
+        if smaps_time is not None:
+            if read_at.get(pid) == smaps_time:
+                uss = rchar = None  # the same reading carried on to this sample: not a new measurement
+            read_at[pid] = smaps_time
+        s.points.append((float(_get(r, "time")), _get(r, "rss"), _get(r, "anon"), uss, rchar))
     for s in out.values():
         s.points.sort(key=lambda p: p[0])
     return out

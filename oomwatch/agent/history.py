@@ -236,6 +236,9 @@ class HistoryStore:
         self._folded_until: float | None = None  # fine rows before this were folded in this session
         self._labels_cleaned: float | None = None
         self._ids: dict[tuple[str, tuple[Any, ...]], int] = {}  # (table, label) -> id, of committed rows
+        # pid -> when its smaps values last written were read: a reading is stored once, in the tick that
+        # made it (a sample carries its last one on between reads; stored again, a climb reads as a plateau)
+        self._smaps_written: dict[int, float | None] = {}
         # (connection, the (table, column)s of newer schemas its file lacks): older files read by a reader
         self._absent: tuple[sqlite3.Connection, set[tuple[str, str]]] | None = None
 
@@ -376,6 +379,20 @@ class HistoryStore:
             log.exception("history: recording a tick failed")
             self._write_failed("history-bug", f"history: recording a tick failed: {exc!r}")
 
+    def _fresh_smaps(self, tick: Tick) -> set[int]:
+        """The job processes whose smaps values were read since they were last stored."""
+        fresh: set[int] = set()
+        seen: dict[int, float | None] = {}
+        for p in tick.processes:
+            if not p.in_job:
+                continue
+            seen[p.pid] = p.smaps_time
+            # no time: a sample that does not say when its smaps values were read is stored as it is
+            if p.smaps_time is None or self._smaps_written.get(p.pid) != p.smaps_time:
+                fresh.add(p.pid)
+        self._smaps_written = seen
+        return fresh
+
     def _record(self, tick: Tick) -> bool:
         if self.readonly:
             return False
@@ -397,10 +414,12 @@ class HistoryStore:
         new_ids: dict[tuple[str, tuple[Any, ...]], int] = {}
         try:
             conn.execute("BEGIN")
+            fresh = self._fresh_smaps(tick)
             processes = [
                 (t, res, p.pid, self._id(new_ids, "job", (p.job,)),
                  self._id(new_ids, "label", (p.role, p.rank, p.local_rank, p.comm)),
-                 p.rss, p.anon, p.file, p.shmem, p.swap, p.hwm, p.pss, p.uss, p.swap_pss, p.rchar)
+                 p.rss, p.anon, p.file, p.shmem, p.swap, p.hwm,
+                 *((p.pss, p.uss, p.swap_pss, p.rchar) if p.pid in fresh else (None, None, None, None)))
                 for p in tick.processes
                 if p.in_job
             ]  # fmt: skip

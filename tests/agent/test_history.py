@@ -95,6 +95,33 @@ def integrity(path: Path) -> str:
 # -- what a tick leaves ----------------------------------------------------------------------------
 
 
+def test_a_smaps_reading_is_stored_once_in_the_tick_that_made_it(store_path: Path):
+    # smaps is read on a CPU budget: between readings a sample carries the last one on. Stored again at
+    # each tick, a worker whose memory climbs shows a flat USS: a plateau that reads as "loaded, then held"
+    with opened(store_path) as store:
+        read = [T0, T0, T0, T0 + 3.0]  # when each tick's sample had its smaps read
+        uss = [10 * MIB, 10 * MIB, 10 * MIB, 90 * MIB]
+        for i, (at, u) in enumerate(zip(read, uss, strict=True)):
+            sample = proc(101, rss=(100 + 40 * i) * MIB, uss=u, pss=u, swap_pss=0, rchar=i, smaps_time=at)
+            store.record(tick(T0 + i, [sample]))
+        rows = store.processes(pid=101)
+    assert [r.uss for r in rows] == [10 * MIB, None, None, 90 * MIB]
+    assert [r.rss for r in rows] == [100 * MIB, 140 * MIB, 180 * MIB, 220 * MIB]  # read every tick: all kept
+
+
+def test_the_analyzers_take_a_carried_smaps_reading_once():
+    from oomwatch.agent.analyze import analyze
+
+    # live samples (the agent's loners, `oomwatch run`) carry smaps_time: a repeated one is no new point
+    rows = [
+        {"time": T0 + i, "pid": 7, "role": "dataloader_worker", "comm": "pt_data_worker", "rss": 0,
+         "anon": (20 + 30 * i) * MIB, "uss": u * MIB, "rchar": 0, "smaps_time": T0 + at}
+        for i, (u, at) in enumerate([(10, 0), (40, 1), (40, 1), (40, 1), (130, 4)])
+    ]  # fmt: skip
+    victim = next(p for p in analyze(rows, 7).processes if p.pid == 7)
+    assert victim.basis == "USS" and [v for _, v in victim.points] == [10 * MIB, 40 * MIB, 130 * MIB]
+
+
 def test_a_tick_is_stored_as_it_was_seen(store_path: Path):
     notices = Notices()
     with opened(store_path, notices=notices) as store:
