@@ -102,7 +102,8 @@ def diagnose_cmd(
     """Read logs and say whether the job died of memory, which kind, who died, and why.
 
     LOG is a training or launcher log, a dmesg / journalctl -k / kern.log capture, or
-    kubectl / slurm / docker output; `-` reads standard input; gzip is detected. Give
+    kubectl / slurm / docker output; `-` reads standard input; gzip is detected (the first
+    256 MiB decompressed are read, and a note says when there was more). Give
     several at once (e.g. the launcher's output and the node's dmesg): they are read
     together, and a pid named by the launcher is linked to the kernel's victim.
 
@@ -134,7 +135,10 @@ def diagnose_cmd(
             raise OomwatchError("`-` (standard input) can be given only once")
         for path in logs:
             with _progress(path) as update:
-                scans.append(engine.scan(display_name(path), read_chunks(path), progress=update))
+                notes: list[str] = []
+                scan = engine.scan(display_name(path), read_chunks(path, notes=notes), progress=update)
+                scan.notes.extend(notes)
+                scans.append(scan)
     except OomwatchError as exc:
         click.echo(f"oomwatch: {exc}", err=True)
         sys.exit(Exit.RULES_INVALID if isinstance(exc, RulesError) else Exit.USAGE)

@@ -13,10 +13,14 @@ import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from oomwatch.engine.sizes import human
 from oomwatch.errors import InputError
 
 CHUNK = 8 << 20  # bytes per read: large enough for the prefilter to run at full speed
 GZIP_MAGIC = b"\x1f\x8b"
+# decompressed bytes read from one gzip input: a few MB of gzip can hold GBs of one repeated line, and
+# no real log of a job's failure needs more than this to be diagnosed (the rest is skipped, and said)
+MAX_GZIP_BYTES = 256 << 20
 
 
 def display_name(path: str) -> str:
@@ -34,26 +38,42 @@ def input_size(path: str) -> int | None:
     return st.st_size if os.path.isfile(path) else None
 
 
-def read_chunks(path: str, chunk_size: int = CHUNK) -> Iterator[bytes]:
-    """Yield the input's bytes (decompressed when gzip) in chunks of at most chunk_size."""
+def read_chunks(
+    path: str, chunk_size: int = CHUNK, notes: list[str] | None = None, max_gzip: int = MAX_GZIP_BYTES
+) -> Iterator[bytes]:
+    """Yield the input's bytes (decompressed when gzip) in chunks of at most chunk_size. Of a gzip
+    input at most ``max_gzip`` decompressed bytes are read; when there was more, ``notes`` says so."""
     raw = _open(path)
     try:
         head = raw.read(2) if hasattr(raw, "read") else b""
         stream: BinaryIO
+        budget: int | None = None
         if head == GZIP_MAGIC:
             stream = gzip.GzipFile(mode="rb", fileobj=_Prepend(head, raw))  # type: ignore[call-overload]
-            head = b""
+            head, budget = b"", max_gzip
         else:
             stream = raw
         if head:
             yield head
         while True:
+            want = chunk_size if budget is None else min(chunk_size, budget + 1)
             try:
-                data = stream.read(chunk_size)
+                data = stream.read(want)
             except (OSError, EOFError, zlib.error) as exc:
                 raise InputError(f"{display_name(path)}: cannot read: {_reason(exc)}") from exc
             if not data:
                 return
+            if budget is not None:
+                if len(data) > budget:
+                    if notes is not None:
+                        notes.append(
+                            f"only the first {human(max_gzip)} of this gzip input were read (it holds more "
+                            "when decompressed): decompress it and pass the part around the failure"
+                        )
+                    if budget:
+                        yield data[:budget]
+                    return
+                budget -= len(data)
             yield data
     finally:
         if raw is not sys.stdin.buffer:

@@ -76,9 +76,17 @@ def to_int(text: str | None) -> int | None:
     return int(text)
 
 
+MAX_SIZE = 1 << 60  # bytes: a size above 1 EiB (or below 0) in a kernel line is garbage, never reported
+
+
+def _size(value: int | None) -> int | None:
+    """A size in bytes as reported, or None when no machine could have it."""
+    return value if value is not None and 0 <= value <= MAX_SIZE else None
+
+
 def _scaled(text: str | None, factor: int) -> int | None:
     value = to_int(text)
-    return None if value is None else value * factor
+    return None if value is None else _size(value * factor)
 
 
 # --- header -------------------------------------------------------------------------
@@ -376,12 +384,15 @@ def parse_task_row(text: str, columns: tuple[str, ...], line_no: int) -> TaskRow
     parts = m.group("rest").split(None, n)
     if pid is None or len(parts) < n:
         return None
-    values: dict[str, int] = {}
+    values: dict[str, int | None] = {}
     for col, raw in zip(columns[:n], parts[:n], strict=False):
         value = to_int(raw)
         if value is None:
             return None
-        values[col] = value * PAGE_SIZE if col in _PAGE_COLUMNS else value
+        if col in _PAGE_COLUMNS:
+            values[col] = _size(value * PAGE_SIZE)  # a negative count of pages is unreadable, not a size
+        else:
+            values[col] = _size(value) if col.endswith("_bytes") else value
     return TaskRow(
         pid=pid,
         tgid=values.get("tgid"),
@@ -404,7 +415,7 @@ def parse_task_row(text: str, columns: tuple[str, ...], line_no: int) -> TaskRow
 _SHAPED = re.compile(
     r"""
       \+0x[0-9a-f]+/0x[0-9a-f]+                      # stack frame: func+0x1c/0x30
-    | ^(?:[0-9a-f]{8,16}\s*){2,}$                     # raw stack words
+    | ^[0-9a-f]{8,16}(?:\s+[0-9a-f]{8,16})+$          # raw stack words (a space between: one way to split)
     | ^<(?:/?TASK|/?IRQ|/?NMI|EOI)>$
     | ^\[\s*(?:\d+|pid)\s*\]                          # task table
     | ^(?:Call\ [Tt]race:|Hardware\ name:|Workqueue:|Mem-Info:|Tasks\ state|Task\ in\b

@@ -35,7 +35,8 @@ def _pids(text: str | None) -> list[int]:
     """'123' or '123, 456' (DataLoader's `pid(s) 123, 456`)."""
     if not text:
         return []
-    return [int(p) for p in text.replace(",", " ").split() if p.isdigit()]
+    # a pid has at most 7 digits (pid_max is 2^22); longer runs, or digits of other scripts, are no pid
+    return [int(p) for p in text.replace(",", " ").split() if p.isascii() and p.isdigit() and len(p) <= 10]
 
 
 def _program(command: str | None) -> str | None:
