@@ -72,7 +72,10 @@ def _series(rows: Iterable[Any]) -> dict[int, _Series]:
         s = out.get(pid)
         if s is None:
             s = out[pid] = _Series(pid, _get(r, "role") or "unknown", _get(r, "rank"), _get(r, "comm") or "", [])
-        s.role, s.rank = _get(r, "role") or s.role, _get(r, "rank") if _get(r, "rank") is not None else s.rank
+        role = _get(r, "role")
+        if role and role != "unknown":  # its latest known role: a dying process's last sample says "unknown"
+            s.role = role
+        s.rank = _get(r, "rank") if _get(r, "rank") is not None else s.rank
         uss, rchar = _get(r, "uss"), _get(r, "rchar")
         smaps_time = _get(r, "smaps_time")  # live samples carry it (stored rows hold each reading once)
         if smaps_time is not None:

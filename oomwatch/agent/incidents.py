@@ -109,9 +109,10 @@ class Incidents:
                 prev = self.seen.get(p.pid)
                 if prev is not None and p.state == "Z":
                     continue  # a zombie's sample has no memory and no cgroup any more: the last live one stays
-                if prev is not None and prev[1].job is not None and p.job == f"tree-{p.pid}" != prev[1].job:
+                if prev is not None and prev[1].in_job and p.job in (None, f"tree-{p.pid}") and p.job != prev[1].job:
                     # a process keeps the job it was seen in: a worker orphaned by its rank's kill makes a
-                    # "job" of its own in the next sample, but it was that rank's
+                    # "job" of its own in the next sample, or none (a large orphan is then a loner, and
+                    # would count as a program of its own sharing the limit), but it was that rank's
                     p = dataclasses.replace(p, job=prev[1].job, role=prev[1].role, rank=prev[1].rank)
                 self.seen[p.pid] = (tick.time, p)
             for pid, p in loners.items():  # the history keeps jobs' processes only: theirs is kept here

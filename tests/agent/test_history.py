@@ -122,6 +122,20 @@ def test_the_analyzers_take_a_carried_smaps_reading_once():
     assert victim.basis == "USS" and [v for _, v in victim.points] == [10 * MIB, 40 * MIB, 130 * MIB]
 
 
+def test_a_process_keeps_its_latest_known_role_in_the_analysis():
+    from oomwatch.agent.analyze import analyze
+
+    # a Manager() server: a "worker" until the DataLoader's workers appear, then the manager; the last
+    # sample, as it dies, knows no role. Its growth is a manager's.
+    def row(t: float, role: str, anon: int | None) -> dict:
+        return {"time": T0 + t, "pid": 9, "role": role, "comm": "python", "rss": anon, "anon": anon}
+
+    rows = [row(0, "dataloader_worker", 150 * MIB), row(1, "manager", 200 * MIB), row(2, "manager", 500 * MIB),
+            row(2.5, "unknown", None)]  # fmt: skip
+    for order in (rows, rows[::-1]):  # in any order the store returns them
+        assert analyze(order, 9).facts["history.manager_growth_bytes"] == 350 * MIB
+
+
 def test_a_tick_is_stored_as_it_was_seen(store_path: Path):
     notices = Notices()
     with opened(store_path, notices=notices) as store:

@@ -191,3 +191,28 @@ def test_without_a_kernel_log_the_counters_still_make_an_incident(tmp_path: Path
     finally:
         agent.stop()
     assert any("incidents from the OOM-kill counters only" in line for line in agent.lines)
+
+
+def test_a_worker_orphaned_by_its_ranks_death_stays_in_the_job_and_is_no_program_of_its_own(tmp_path: Path):
+    from oomwatch.agent.analyze import programs
+    from oomwatch.agent.incidents import Incidents
+    from oomwatch.agent.model import ProcessSample, Tick
+
+    def sample(pid: int, ppid: int, comm: str, role: str, job: str | None) -> ProcessSample:
+        return ProcessSample(pid=pid, ppid=ppid, comm=comm, role=role, job=job, rank=None, local_rank=None,
+                             state="S", rss=480 << 20, anon=470 << 20, file=0, shmem=0, swap=0, hwm=480 << 20,
+                             cgroup="/job")  # fmt: skip
+
+    incidents = Incidents(tmp_path / "state")
+    t0 = 1_700_000_000.0
+    main, worker = (
+        sample(10, 1, "python", "rank", "tree-10"),
+        sample(11, 10, "pt_data_worker", "dataloader_worker", "tree-10"),
+    )
+    incidents.observe(Tick(time=t0, duration=0.01, processes=(main, worker), cgroups=()))
+    # its rank is gone: re-parented to init, the worker is of no job now (and large: a "loner")
+    orphan = sample(11, 1, "pt_data_worker", "unknown", None)
+    incidents.observe(Tick(time=t0 + 0.2, duration=0.01, processes=(orphan,), cgroups=()))
+    assert incidents.seen[11][1].job == "tree-10"
+    mates = incidents._cgroup_mates(11)
+    assert len(programs(mates, by_job=True)) == 1, programs(mates, by_job=True)
