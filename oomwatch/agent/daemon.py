@@ -82,12 +82,14 @@ class Agent:
         state = self.config.state_dir
         try:
             state.mkdir(parents=True, exist_ok=True)
-            self.history = HistoryStore(state / "history.db", notices=notices)
-            self.incidents = Incidents(state, self.history, proc=self.paths.proc, read_code=self.config.read_code)
         except OSError as exc:
-            notices.say("state", f"cannot use the state directory {state} ({exc.strerror or exc}): no history and "
-                        "no incident files (set --state-dir or state_dir to a writable directory)")  # fmt: skip
-            return
+            # kills are still counted and exported (the alert fires); history and incident files wait
+            # for the directory: both try again (a restart finds the kills the disk refused again)
+            notices.say("state", f"cannot use the state directory {state} ({exc.strerror or exc}): kills are "
+                        "counted, their incident files written once it can be (set --state-dir or state_dir "
+                        "to a writable directory)")  # fmt: skip
+        self.history = HistoryStore(state / "history.db", notices=notices)
+        self.incidents = Incidents(state, self.history, proc=self.paths.proc, read_code=self.config.read_code)
         self.collector.incidents = self.incidents
         incidents = self.incidents
         if self.config.kernel_log is not None and str(self.config.kernel_log) == JOURNAL:
@@ -97,10 +99,12 @@ class Agent:
                             "only (unconfirmed)")  # fmt: skip
                 self._counters_only(incidents)
                 return
-            self.watcher = JournalWatcher(state, incidents.on_kill)
+            self.watcher = JournalWatcher(state, incidents.on_kill, durable=incidents.durable)
         elif self.config.kernel_log is not None:
             try:
-                self.watcher = LogFileWatcher(self.config.kernel_log, state, incidents.on_kill)
+                self.watcher = LogFileWatcher(
+                    self.config.kernel_log, state, incidents.on_kill, durable=incidents.durable
+                )
             except OSError as exc:
                 notices.say("kernel-log", f"cannot read the kernel log {self.config.kernel_log} "
                             f"({exc.strerror or exc}): incidents from the OOM-kill counters only "
@@ -109,13 +113,15 @@ class Agent:
                 return
         else:
             try:
-                self.watcher = KmsgWatcher(self.paths.kmsg, state, incidents.on_kill_records, self.paths.proc)
+                self.watcher = KmsgWatcher(
+                    self.paths.kmsg, state, incidents.on_kill_records, self.paths.proc, durable=incidents.durable
+                )
             except OSError as exc:
                 why = journal_readable()
                 if why is None:
                     notices.say("kmsg", f"cannot read {self.paths.kmsg} ({exc.strerror or exc}): following the "
                                 "kernel's messages in the journal (journalctl -k -f) instead")  # fmt: skip
-                    self.watcher = JournalWatcher(state, incidents.on_kill)
+                    self.watcher = JournalWatcher(state, incidents.on_kill, durable=incidents.durable)
                 else:
                     notices.say("kmsg", f"cannot read {self.paths.kmsg} ({exc.strerror or exc}) nor the journal "
                                 f"({why}): no incidents from the kernel's OOM reports, only from the OOM-kill "
@@ -197,6 +203,7 @@ class Agent:
             self.collector.update(tick)
             if self.incidents is not None:
                 self.incidents.observe(tick)
+                self.incidents.flush()
             if self.counter_kills is not None:
                 self.counter_kills.observe(tick)
             if self.history is not None:

@@ -168,6 +168,8 @@ class AgentCollector(Collector):
         now = time.time()
         with inc.lock:
             counts, last, latest = dict(inc.counts), inc.last_time, list(inc.recent)
+            errors = inc.write_errors
+        waiting = inc.unwritten
         for key, n in sorted(counts.items()):
             kills.add_metric(list(key), n)
         for t, *labels in latest:
@@ -175,6 +177,18 @@ class AgentCollector(Collector):
                 recent.add_metric(labels, t)
         yield kills
         yield recent
+        yield CounterMetricFamily(
+            "oomwatch_incident_write_errors",
+            "Attempts to write an incident's files that failed (the state directory full, read-only or not "
+            "permitted); each is tried again every few seconds, and after a restart. The kill is counted "
+            "(oomwatch_oom_kills_total, oomwatch_incident_timestamp_seconds) all the same.",
+            value=errors,
+        )
+        yield GaugeMetricFamily(
+            "oomwatch_incidents_unwritten",
+            "Incidents counted but not yet written to the state directory (see oomwatch_incident_write_errors_total).",
+            value=waiting,
+        )
         if last is not None:
             yield GaugeMetricFamily(
                 "oomwatch_last_oom_kill_timestamp_seconds",

@@ -23,6 +23,7 @@ from oomwatch.agent import jobcode
 from oomwatch.agent.analyze import analyze, programs, this_run
 from oomwatch.agent.atomic import write_atomic
 from oomwatch.agent.joboutput import JobOutput, OutputFile, job_outputs, locate_outputs
+from oomwatch.agent.killid import agent_kill_id, boot_id, kernel_kill_id, line_kill_id
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.engine.model import Evidence, Observed, Program, Victim
 from oomwatch.engine.roles import PYTHON_PREFIXES
@@ -43,7 +44,11 @@ SOLO_POINTS = 600  # samples kept of each large Python process of no job
 LONER_RSS = 64 << 20  # a Python process of no job this large has its output and code located too
 MAX_NEIGHBOURS = 64  # processes looked at for the reader of a job's pipe (each of its log writers)
 ANCESTORS = 4  # generations above a log writer where its pipe's reader may be
+RETRY_SECONDS = 5.0  # how often an incident that could not be written is tried again
+PENDING_REMEDY = "The incident is being written (oomwatch incidents show, in a moment)."
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+_KILLED_COMM = re.compile(r"Killed process \d+ \(([^)\n]{0,64})\)")
+_MEMCG = ("Memory cgroup out of memory", "CONSTRAINT_MEMCG", "memory: usage ")
 
 
 def incident_dir(state_dir: Path) -> Path:
@@ -61,7 +66,11 @@ class Incidents:
     ) -> None:
         self.proc = proc
         self.dir = incident_dir(state_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # kills are still counted; their files are written when the disk allows
+            log.error("cannot create %s (%s): incidents are counted and written when it can be", self.dir, exc)
+        self.boot = boot_id(proc)
         self.history = history
         self.window = window
         self.lock = threading.Lock()  # on_kill runs in the kmsg thread, observe in the sampler's
@@ -70,7 +79,12 @@ class Incidents:
         self.counts: dict[tuple[str, str, str, str, str, str], int] = {}
         # the latest incidents, newest last: (time, job, role, rank, comm, verdict, cause, remedy, id)
         self.recent: deque[tuple[float, str, str, str, str, str, str, str, str]] = deque(maxlen=RECENT_KEPT)
+        # kill id -> the id of its incident, written or being written: each kill is written once
+        self._kills: dict[str, str] = {}
         self._load_recent(state_dir)
+        self._unwritten: deque[_Unwritten] = deque()  # incidents the disk refused: tried again
+        self._retry_at = 0.0
+        self.write_errors = 0  # failed attempts to write an incident file (oomwatch_incident_write_errors_total)
         self.last_time: float | None = None
         self.last_tick: Tick | None = None
         self._reported: dict[int, float] = {}  # pid -> when an incident for it was started (recent ones)
@@ -85,6 +99,8 @@ class Incidents:
         """The last hour's incidents from disk: an agent restarted after a kill still exports them."""
         since = time.time() - RECENT_SECONDS
         for doc in list_incidents(state_dir):
+            if isinstance(doc.get("kill_id"), str):
+                self._kills[doc["kill_id"]] = str(doc.get("id"))
             try:
                 if float(doc["time"]) < since:
                     continue
@@ -177,31 +193,119 @@ class Incidents:
         with self._engine_lock:
             self._load_engine()
 
-    def on_kill_records(self, pid: int, records: list[KmsgRecord]) -> Path:
+    def on_kill_records(self, pid: int, records: list[KmsgRecord], boot: str | None = None) -> Path | None:
         """An incident from /dev/kmsg records (their clock gives the kill-to-incident latency)."""
         last = records[-1] if records else None
+        kill = next((r for r in records if "Killed process" in r.text), last)
+        kill_id = kernel_kill_id(self.boot if boot is None else boot, kill.usec, pid) if kill is not None else None
         return self.on_kill(
-            pid, [r.dmesg_line() for r in records], last.seq if last else None, last.usec / 1e6 if last else None
+            pid,
+            [r.dmesg_line() for r in records],
+            last.seq if last else None,
+            last.usec / 1e6 if last else None,
+            kill_id=kill_id,
         )
 
-    def on_kill(self, pid: int, lines: list[str], seq: int | None = None, kernel_time: float | None = None) -> Path:
-        """Write the incident for one kill from its report's lines; returns the JSON file's path.
-        ``kernel_time``: the kill line's time on the kernel's monotonic clock, when known."""
+    def on_kill(
+        self,
+        pid: int,
+        lines: list[str],
+        seq: int | None = None,
+        kernel_time: float | None = None,
+        kill_id: str | None = None,
+    ) -> Path | None:
+        """Write the incident for one kill from its report's lines. ``kernel_time``: the kill line's
+        time on the kernel's monotonic clock, when known; ``kill_id``: what makes it this kill (see
+        agent.killid; by default the hash of its kill line). Returns the JSON file's path, or None
+        while the disk refuses it (it is counted already, and written later: see :meth:`flush`). A
+        kill written before (also before a restart) is not written again: its path is returned."""
         self._report(pid)
+        kill_id = kill_id or line_kill_id(lines, pid)
         now = time.time()
-        with self._engine_lock:
-            engine, renderers = self._load_engine()
-        source = "kernel log (/dev/kmsg)" if seq is not None else "kernel log"
-        scan = engine.scan(source, "\n".join(lines).encode("utf-8", "replace") + b"\n")
         with self.lock:
             victim = self.seen.get(pid, (None, None))[1]
         job = victim.job if victim is not None else None
-        diagnosis, history, outputs = self._diagnose(
-            engine, now, job, pid, [scan], solo=victim is not None and job is None
-        )
-        return self._write(
-            now, pid, victim, job, diagnosis, renderers, history, lines, seq, kernel_time, _what_was_read(outputs)
-        )
+        said = _KILLED_COMM.search("\n".join(line for line in lines if "Killed process" in line))
+        comm = victim.comm if victim is not None else (said.group(1) if said else "")
+        memcg = any(marker in line for line in lines for marker in _MEMCG)
+        pending = self._claim(kill_id, now, pid, victim, job, comm, "cgroup_oom" if memcg else "host_oom")
+        if isinstance(pending, Path):
+            return pending
+        source = "kernel log (/dev/kmsg)" if seq is not None else "kernel log"
+
+        def diagnose() -> tuple[Any, Any, dict[str, Any], list[JobOutput]]:
+            with self._engine_lock:
+                engine, renderers = self._load_engine()
+            scan = engine.scan(source, "\n".join(lines).encode("utf-8", "replace") + b"\n")
+            solo = victim is not None and job is None
+            diagnosis, history, outputs = self._diagnose(engine, now, job, pid, [scan], solo=solo)
+            return diagnosis, renderers, history, outputs
+
+        return self._incident(pending, victim, job, diagnose, lines, seq, kernel_time)
+
+    def _claim(
+        self,
+        kill_id: str,
+        now: float,
+        pid: int,
+        victim: ProcessSample | None,
+        job: str | None,
+        comm: str,
+        verdict: str,
+    ) -> _Pending | Path:
+        """Take a kill on: counted and exported at once (its verdict from its kind, its cause not yet
+        known) before anything is diagnosed or written; a kill taken on before gives its file's path."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+        ident = f"{stamp}-{_SLUG.sub('_', job or 'node')[:60]}-{pid}"
+        role = victim.role if victim is not None else "unknown"
+        rank = "" if victim is None or victim.rank is None else str(victim.rank)
+        key = (job or "", role, rank, comm, verdict, "unknown")
+        with self.lock:
+            known = self._kills.get(kill_id)
+            if known is not None:
+                log.info("pid %d: the incident of this kill (%s) is %s already; not written again", pid, kill_id, known)
+                return self.dir / f"{known}.json"
+            self._kills[kill_id] = ident
+            self.counts[key] = self.counts.get(key, 0) + 1
+            self.recent.append((now, *key, PENDING_REMEDY, ident))
+            self.last_time = now
+        return _Pending(kill_id, ident, now, pid, key)
+
+    def _settle(self, pending: _Pending, key: tuple[str, str, str, str, str, str], remedy: str) -> None:
+        """The kill's labels, now that it is diagnosed: its count moves from the provisional ones."""
+        with self.lock:
+            left = self.counts.get(pending.key, 0) - 1
+            if left > 0:
+                self.counts[pending.key] = left
+            else:
+                self.counts.pop(pending.key, None)
+            self.counts[key] = self.counts.get(key, 0) + 1
+            entries = list(self.recent)
+            self.recent.clear()
+            self.recent.extend(
+                (pending.time, *key, remedy, pending.ident) if e[-1] == pending.ident else e for e in entries
+            )
+
+    def _incident(
+        self,
+        pending: _Pending,
+        victim: ProcessSample | None,
+        job: str | None,
+        diagnose: Any,
+        lines: list[str],
+        seq: int | None,
+        kernel_time: float | None,
+    ) -> Path | None:
+        """Diagnose (``diagnose()`` gives the diagnosis, the renderers, the history and the job output
+        read) and write one taken-on kill. A diagnosis that fails still writes the incident, with the
+        kernel's lines and what the agent saw, and says why."""
+        try:
+            diagnosis, renderers, history, outputs = diagnose()
+        except Exception as exc:  # the kill is the record; its diagnosis is a bonus
+            log.exception("pid %d: diagnosing the incident failed; writing what is known", pending.pid)
+            return self._write_undiagnosed(pending, victim, job, lines, seq, kernel_time, exc)
+        return self._write(pending, victim, job, diagnosis, renderers, history, lines, seq, kernel_time,
+                           _what_was_read(outputs))  # fmt: skip
 
     def _diagnose(
         self,
@@ -261,8 +365,7 @@ class Incidents:
 
     def _write(
         self,
-        now: float,
-        pid: int,
+        pending: _Pending,
         victim: ProcessSample | None,
         job: str | None,
         diagnosis: Any,
@@ -272,22 +375,64 @@ class Incidents:
         seq: int | None,
         kernel_time: float | None,
         job_output: list[dict[str, Any]] | None = None,
-    ) -> Path:
+    ) -> Path | None:
         diag_json = json.loads(renderers["json"](diagnosis))
         verdict = diag_json.get("verdict", "")
         comm = victim.comm if victim is not None else (diagnosis.victims[0].name if diagnosis.victims else "") or ""
         named = diagnosis.victims[0] if diagnosis.victims else None
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-        ident = f"{stamp}-{_SLUG.sub('_', job or 'node')[:60]}-{pid}"
-        doc = {
+        doc = self._document(pending, victim, job, comm, named, seq, kernel_time)
+        doc.update(
+            {
+                "diagnosis": diag_json,
+                # what the live analyzers measured in the history (the history.* facts the cause rules read)
+                "analysis": {k: v for k, v in sorted(diagnosis.facts.items()) if k.startswith("history.")},
+                "history": history,
+                "kernel_lines": lines,
+                # the job's stdout/stderr files read into the diagnosis (start and end; see agent.joboutput)
+                "job_output": job_output or [],
+            }
+        )
+        cause, remedy = alert_cause(diag_json)
+        role = "unknown" if victim is None else victim.role
+        rank = "" if victim is None or victim.rank is None else str(victim.rank)
+        self._settle(pending, (job or "", role, rank, comm, verdict, cause), remedy)
+        path = self._store(pending, doc, render_incident_text(doc, renderers["text"](diagnosis)))
+        said_role = (
+            f"{victim.role}" + (f" rank {victim.rank}" if victim and victim.rank is not None else "") if victim else ""
+        )
+        log.warning(
+            "%s: pid %d (%s%s%s) [%s]: %s -> %s",
+            "OOM kill" if verdict in OOM_VERDICTS else "killed",
+            pending.pid,
+            comm,
+            f", {said_role}" if said_role else "",
+            f", job {job}" if job else "",
+            verdict,
+            diag_json.get("summary", "")[:300],
+            path or "not written yet",
+        )
+        return path
+
+    def _document(
+        self,
+        pending: _Pending,
+        victim: ProcessSample | None,
+        job: str | None,
+        comm: str,
+        named: Victim | None,
+        seq: int | None,
+        kernel_time: float | None,
+    ) -> dict[str, Any]:
+        return {
             "schema": INCIDENT_SCHEMA,
-            "id": ident,
-            "time": now,
+            "id": pending.ident,
+            "kill_id": pending.kill_id,
+            "time": pending.time,
             "kmsg_seq": seq,
             # kmsg timestamps are the kernel's monotonic clock: how long after the kill line this was written
             "latency_seconds": round(time.monotonic() - kernel_time, 3) if kernel_time is not None else None,
             "victim": {
-                "pid": pid,
+                "pid": pending.pid,
                 "comm": comm,
                 "job": job,
                 # seen live; else what the kernel's report and the names say
@@ -295,47 +440,92 @@ class Incidents:
                 "rank": victim.rank if victim is not None else (named.rank if named else None),
                 "last_sample": asdict(victim) if victim is not None else None,
             },
-            "diagnosis": diag_json,
-            # what the live analyzers measured in the history (the history.* facts the cause rules read)
-            "analysis": {k: v for k, v in sorted(diagnosis.facts.items()) if k.startswith("history.")},
-            "history": history,
-            "kernel_lines": lines,
-            # the job's stdout/stderr files read into the diagnosis (start and end; see agent.joboutput)
-            "job_output": job_output or [],
         }
-        path = self.dir / f"{ident}.json"
-        write_atomic(path, json.dumps(doc, indent=2) + "\n")
-        write_atomic(self.dir / f"{ident}.txt", render_incident_text(doc, renderers["text"](diagnosis)))
-        cause, remedy = alert_cause(diag_json)
-        with self.lock:
-            key = (
-                job or "",
-                victim.role if victim is not None else "unknown",
-                "" if victim is None or victim.rank is None else str(victim.rank),
-                comm,
-                verdict,
-                cause,
-            )
-            self.counts[key] = self.counts.get(key, 0) + 1
-            self.recent.append((now, *key, remedy, ident))
-            self.last_time = now
-        role = (
-            f"{victim.role}" + (f" rank {victim.rank}" if victim and victim.rank is not None else "") if victim else ""
-        )
-        log.warning(
-            "%s: pid %d (%s%s%s) [%s]: %s -> %s",
-            "OOM kill" if verdict in OOM_VERDICTS else "killed",
-            pid,
-            comm,
-            f", {role}" if role else "",
-            f", job {job}" if job else "",
-            verdict,
-            diag_json.get("summary", "")[:300],
-            path,
-        )
+
+    def _write_undiagnosed(
+        self,
+        pending: _Pending,
+        victim: ProcessSample | None,
+        job: str | None,
+        lines: list[str],
+        seq: int | None,
+        kernel_time: float | None,
+        error: BaseException,
+    ) -> Path | None:
+        """The incident of a kill whose diagnosis failed: the kill, its lines, the victim's last sample."""
+        comm, verdict = pending.key[3], pending.key[4]
+        doc = self._document(pending, victim, job, comm, None, seq, kernel_time)
+        summary = f"pid {pending.pid} ({comm or 'unknown'}) was killed; diagnosing it failed ({type(error).__name__})"
+        doc.update(
+            {
+                "diagnosis": {"verdict": verdict, "confirmed": False, "summary": summary, "causes": [],
+                              "cause_determined": False, "error": f"{type(error).__name__}: {error}"[:500]},
+                "analysis": {},
+                "history": {"source": "not read (the diagnosis failed)", "processes": [], "cgroups": [], "node": []},
+                "kernel_lines": lines,
+                "job_output": [],
+            }
+        )  # fmt: skip
+        self._settle(pending, pending.key, NO_REMEDY)
+        return self._store(pending, doc, render_incident_text(doc, summary + "\n"))
+
+    def _store(self, pending: _Pending, doc: dict[str, Any], text: str) -> Path | None:
+        """Write the incident's files; when the disk refuses (full, read-only, permission), keep them to
+        try again (see :meth:`flush`) and say so."""
+        item = _Unwritten(pending.ident, json.dumps(doc, indent=2) + "\n", text)
+        try:
+            return self._put(item)
+        except OSError as exc:
+            with self.lock:
+                self.write_errors += 1
+                self._unwritten.append(item)
+                self._retry_at = time.monotonic() + RETRY_SECONDS
+                waiting = len(self._unwritten)
+            log.error("cannot write the incident %s in %s (%s): %d waiting, trying again every %gs",
+                      pending.ident, self.dir, exc.strerror or exc, waiting, RETRY_SECONDS)  # fmt: skip
+            return None
+
+    def _put(self, item: _Unwritten) -> Path:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / f"{item.ident}.json"
+        write_atomic(self.dir / f"{item.ident}.txt", item.text)
+        write_atomic(path, item.json)  # last: an incident is on disk once its JSON is (its kill_id is in it)
         return path
 
-    def on_counted_kill(self, victim: ProcessSample, cgroup: str | None, count: int) -> Path:
+    def flush(self, force: bool = False) -> list[Path]:
+        """Try again to write the incidents the disk refused (every RETRY_SECONDS, or now with
+        ``force``); returns the paths written. Called on each tick."""
+        with self.lock:
+            if not self._unwritten or (not force and time.monotonic() < self._retry_at):
+                return []
+            waiting = list(self._unwritten)
+        written: list[Path] = []
+        for item in waiting:
+            try:
+                written.append(self._put(item))
+            except OSError as exc:
+                with self.lock:
+                    self.write_errors += 1
+                    self._retry_at = time.monotonic() + RETRY_SECONDS
+                log.debug("incident %s still not written: %s", item.ident, exc)
+                break
+            with self.lock:
+                self._unwritten.remove(item)
+            log.warning("incident %s written (it could not be when the kill was seen)", item.ident)
+        return written
+
+    @property
+    def unwritten(self) -> int:
+        """Incidents counted but not yet on disk."""
+        with self.lock:
+            return len(self._unwritten)
+
+    def durable(self) -> bool:
+        """Whether every kill taken on is on disk: a watcher saves its position only then (a restart
+        reads again what is not, and the kill ids keep what is from being written twice)."""
+        return self.unwritten == 0
+
+    def on_counted_kill(self, victim: ProcessSample, cgroup: str | None, count: int) -> Path | None:
         """An unconfirmed incident from the OOM-kill counters (see :class:`CounterKills`)."""
         self._report(victim.pid)
         observed = Observed(
@@ -350,7 +540,7 @@ class Incidents:
             values={"where": _where(cgroup), "kills": str(count), "job": str(victim.job), "pid": str(victim.pid)},
             notes=("from the agent's OOM-kill counters and samples, without the kernel's report",),
         )
-        return self._agent_incident(victim, observed)
+        return self._agent_incident(victim, observed, "counter", "cgroup_oom")
 
     def on_sigkill(
         self,
@@ -360,7 +550,7 @@ class Incidents:
         notes: tuple[str, ...],
         kernel_time: float | None,
         kernel_log: bool,
-    ) -> Path:
+    ) -> Path | None:
         """An incident for training processes killed by SIGKILL with no OOM report for them (see
         :mod:`oomwatch.agent.sigkills`): the first of ``victims`` is the one named; ``short`` says
         what showed memory short just before (None: it was not); ``died`` how the first one died.
@@ -379,28 +569,28 @@ class Incidents:
             values={"short": short or "", "others": others, "job": str(first.job), "pid": str(first.pid)},
             notes=notes,
         )  # fmt: skip
-        return self._agent_incident(first, observed, kernel_time=kernel_time)
+        verdict = "userspace_oom_kill" if short is not None else "sigkill_unexplained"
+        return self._agent_incident(first, observed, "exit", verdict, kernel_time=kernel_time)
 
-    def _agent_incident(self, victim: ProcessSample, observed: Observed, kernel_time: float | None = None) -> Path:
+    def _agent_incident(
+        self, victim: ProcessSample, observed: Observed, kind: str, verdict: str, kernel_time: float | None = None
+    ) -> Path | None:
         """An incident with no kernel report to scan: what the agent observed, the job's output, the
-        roles seen live and the history, diagnosed by the engine like any other."""
+        roles seen live and the history, diagnosed by the engine like any other. ``kind`` and
+        ``verdict``: what saw it (exit, counter) and what it is counted as until it is diagnosed."""
         now = time.time()
-        with self._engine_lock:
-            engine, renderers = self._load_engine()
-        diagnosis, history, outputs = self._diagnose(engine, now, victim.job, victim.pid, [], observed)
-        return self._write(
-            now,
-            victim.pid,
-            victim,
-            victim.job,
-            diagnosis,
-            renderers,
-            history,
-            [],
-            None,
-            kernel_time,
-            _what_was_read(outputs),
-        )
+        kill_id = agent_kill_id(kind, self.boot, victim.pid)
+        pending = self._claim(kill_id, now, victim.pid, victim, victim.job, victim.comm, verdict)
+        if isinstance(pending, Path):
+            return pending
+
+        def diagnose() -> tuple[Any, Any, dict[str, Any], list[JobOutput]]:
+            with self._engine_lock:
+                engine, renderers = self._load_engine()
+            diagnosis, history, outputs = self._diagnose(engine, now, victim.job, victim.pid, [], observed)
+            return diagnosis, renderers, history, outputs
+
+        return self._incident(pending, victim, victim.job, diagnose, [], None, kernel_time)
 
     def _history(self, job: str | None, pid: int, now: float) -> tuple[dict[str, Any], _Rows]:
         """(the history put into the incident, the rows for the analyzers)."""
@@ -488,6 +678,26 @@ def _log_writers(members: list[ProcessSample]) -> list[int]:
 def _what_was_read(outputs: list[JobOutput]) -> list[dict[str, Any]]:
     """The incident's record of the job output files read."""
     return [{"path": o.path, "pid": o.pid, "size": o.size, "read_bytes": len(o.data)} for o in outputs]
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A kill taken on: what it is, the incident it gets, and the labels it is counted under so far."""
+
+    kill_id: str
+    ident: str
+    time: float
+    pid: int
+    key: tuple[str, str, str, str, str, str]
+
+
+@dataclass(frozen=True)
+class _Unwritten:
+    """An incident's files, rendered, that the disk refused."""
+
+    ident: str
+    json: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -617,13 +827,14 @@ class CounterKills:
         self._pending: list[list[Any]] = []  # [cgroup path, its jobs, kills not yet blamed, samples left]
         self._previous: dict[int, ProcessSample] = {}
 
-    def observe(self, tick: Tick) -> list[Path]:
+    def observe(self, tick: Tick) -> list[Path | None]:
+        """The incidents written for this tick's counted kills (None: counted, not on disk yet)."""
         alive = {p.pid for p in tick.processes}
         now_jobs = {p.pid: p for p in tick.processes if p.in_job}
         # vanished from the process table (not merely out of a job: a trainer whose workers died
         # is no longer a job's member, but it is alive)
         gone = [p for pid, p in self._previous.items() if pid not in alive]
-        written: list[Path] = []
+        written: list[Path | None] = []
         blamed: set[int] = set()
         explained = 0
         present = {c.path for c in tick.cgroups}

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oomwatch.agent.atomic import write_atomic
+from oomwatch.agent.killid import kernel_kill_id
 from oomwatch.kmsg import kill_spans
 
 log = logging.getLogger("oomwatch.agent")
@@ -43,6 +44,8 @@ class JournalLine:
     text: str  # "[   12.345678] message", the kernel's time when the journal has it
     cursor: str
     kernel_time: float | None  # seconds on the kernel's monotonic clock
+    usec: int | None = None  # the same, in the kernel's microseconds (a kill's identity, with the boot)
+    boot: str = ""  # the boot id the journal files the entry under
 
 
 def parse_entry(raw: bytes) -> JournalLine | None:
@@ -63,17 +66,33 @@ def parse_entry(raw: bytes) -> JournalLine | None:
         return None
     usec = entry.get("_SOURCE_MONOTONIC_TIMESTAMP") or entry.get("__MONOTONIC_TIMESTAMP")
     try:
-        t = int(usec) / 1e6 if usec is not None else None
+        micros = int(usec) if usec is not None else None
     except (TypeError, ValueError):
-        t = None
+        micros = None
+    if micros is not None and not 0 <= micros < 1 << 63:
+        micros = None
+    t = micros / 1e6 if micros is not None else None
+    boot = entry.get("_BOOT_ID")
     # one entry can hold several lines (rare for the kernel): keep them as the lines they were
     text = "\n".join(f"[{t:12.6f}] {part}" if t is not None else part for part in message.splitlines() or [""])
-    return JournalLine(text, cursor, t)
+    return JournalLine(text, cursor, t, micros, boot if isinstance(boot, str) else "")
 
 
 def journal_command(cursor: str | None, journalctl: str = "journalctl") -> list[str]:
     where = ["--after-cursor", cursor, "--lines", "all"] if cursor else ["--lines", "0"]
     return [journalctl, "--dmesg", "--follow", "--output", "json", "--no-pager", "--quiet", *where]
+
+
+def newest_cursor(journalctl: str) -> str | None:
+    """The cursor of the journal's newest kernel message, or None (none, or journalctl failed)."""
+    try:
+        done = subprocess.run([journalctl, "--dmesg", "--lines", "1", "--output", "json", "--no-pager", "--quiet"],
+                              capture_output=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
+    entry = parse_entry(lines[-1]) if lines else None
+    return entry.cursor if entry is not None else None
 
 
 def journal_readable(journalctl: str | None = None) -> str | None:
@@ -99,14 +118,23 @@ class JournalWatcher:
         state_dir: Path,
         on_kill: Callable[..., object],
         journalctl: str | None = None,
+        durable: Callable[[], bool] = lambda: True,
     ) -> None:
         exe = journalctl or shutil.which("journalctl")
         if exe is None:
             raise FileNotFoundError("journalctl is not installed")
         self.journalctl = exe
         self.on_kill = on_kill
+        self.durable = durable  # whether every incident handed on is on disk: only then is the cursor saved
         self.position_path = state_dir / POSITION_FILE
-        self.cursor = self._load_cursor()
+        self.cursor = self._load_cursor()  # the last entry handled
+        self.saved = self.cursor  # the last one persisted
+        if self.cursor is None:
+            # first start: the kills already in the journal happened before we watched; from its newest
+            # entry on, nothing is missed (also when this agent is killed before it has read one)
+            newest = newest_cursor(self.journalctl)
+            if newest is not None:
+                self._save(newest)
         self.stop_event = threading.Event()
         self.lines: deque[JournalLine] = deque(maxlen=KEEP)
         self.kills_handled = 0
@@ -123,9 +151,13 @@ class JournalWatcher:
         return cursor if isinstance(cursor, str) and cursor else None
 
     def _save(self, cursor: str) -> None:
+        """Handled through ``cursor``; persisted when every incident is on disk (else a restart reads
+        the kills again, and those written are not written twice)."""
         self.cursor = cursor
-        with contextlib.suppress(OSError):
-            write_atomic(self.position_path, json.dumps({"cursor": cursor}))
+        if self.durable():
+            with contextlib.suppress(OSError):
+                write_atomic(self.position_path, json.dumps({"cursor": cursor}))
+                self.saved = cursor
 
     def start(self) -> None:
         self.thread.start()
@@ -184,7 +216,7 @@ class JournalWatcher:
                 if pending_since is not None and (ended or time.monotonic() - pending_since >= SETTLE):
                     self._handle()
                     pending_since = None
-                elif not new and pending_since is None and read_cursor and read_cursor != self.cursor:
+                elif not new and pending_since is None and read_cursor and self.saved != read_cursor:
                     self._save(read_cursor)  # quiet, nothing pending: remember how far we are
                 if ended:
                     err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
@@ -214,8 +246,10 @@ class JournalWatcher:
         spans = kill_spans(texts)
         for pid, a, b in spans:
             kill_line = next(i for i in range(a, b + 1) if "Killed process" in texts[i])
+            entry = entries[owner[kill_line]]
+            kill_id = kernel_kill_id(entry.boot, entry.usec, pid) if entry.usec is not None and entry.boot else None
             try:
-                self.on_kill(pid, texts[a : b + 1], kernel_time=entries[owner[kill_line]].kernel_time)
+                self.on_kill(pid, texts[a : b + 1], kernel_time=entry.kernel_time, kill_id=kill_id)
             except Exception:  # an incident that cannot be written must not stop the watcher
                 log.exception("writing the incident for pid %d failed", pid)
             self.kills_handled += 1

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from oomwatch.agent.atomic import write_atomic
+from oomwatch.agent.killid import boot_id
 from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 
 log = logging.getLogger("oomwatch.agent")
@@ -30,15 +31,9 @@ KEEP = 4000  # records kept to find a report's header (a report is ~30-200 recor
 POSITION_FILE = "kmsg-position.json"
 
 
-def boot_id(proc: Path = Path("/proc")) -> str:
-    try:
-        return (proc / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
 class Position:
-    """The last handled sequence number, persisted atomically (write, fsync, rename)."""
+    """The last handled sequence number (``seq``) and the last one persisted (``saved``), which is
+    written atomically (write, fsync, rename)."""
 
     def __init__(self, state_dir: Path, boot: str) -> None:
         self.path = state_dir / POSITION_FILE
@@ -50,10 +45,12 @@ class Position:
                 self.seq = data["seq"]
         except (OSError, ValueError, AttributeError):
             pass  # none yet, or unreadable: start from the buffer's beginning
+        self.saved = self.seq
 
     def save(self, seq: int) -> None:
         self.seq = seq
         write_atomic(self.path, json.dumps({"boot_id": self.boot, "seq": seq}))
+        self.saved = seq
 
 
 class KmsgWatcher:
@@ -63,10 +60,12 @@ class KmsgWatcher:
         state_dir: Path,
         on_kill: Callable[[int, list[KmsgRecord]], object],
         proc: Path = Path("/proc"),
+        durable: Callable[[], bool] = lambda: True,
     ) -> None:
         self.reader = KmsgReader(kmsg)  # OSError (PermissionError) when not readable: the caller says so
         self.position = Position(state_dir, boot_id(proc))
         self.on_kill = on_kill
+        self.durable = durable  # whether every incident handed on is on disk: only then is the position saved
         self.stop_event = threading.Event()
         self.records: deque[KmsgRecord] = deque(maxlen=KEEP)
         self.kills_handled = 0
@@ -119,9 +118,11 @@ class KmsgWatcher:
             if pending_since is not None and time.monotonic() - pending_since >= SETTLE:
                 self._handle()
                 pending_since = None
-            elif not new and pending_since is None and self.records and self.records[-1].seq > self.position.seq:
+            elif not new and pending_since is None:
                 # quiet, nothing pending: remember how far we are (no kill in what was read)
-                self._save(self.records[-1].seq)
+                last = self.records[-1].seq if self.records else self.position.seq
+                if max(last, self.position.seq) > self.position.saved:
+                    self._save(max(last, self.position.seq))
 
     def _handle(self) -> None:
         records = list(self.records)
@@ -144,5 +145,9 @@ class KmsgWatcher:
             self.records.extend(rest)
 
     def _save(self, seq: int) -> None:
-        with contextlib.suppress(OSError):
-            self.position.save(seq)
+        """Handled through ``seq``; persisted when every incident is on disk (else a restart reads the
+        kills again, and those written are not written twice)."""
+        self.position.seq = seq
+        if self.durable():
+            with contextlib.suppress(OSError):
+                self.position.save(seq)

@@ -34,9 +34,16 @@ READ = 1 << 20
 
 
 class LogFileWatcher:
-    def __init__(self, path: Path, state_dir: Path, on_kill: Callable[[int, list[str]], object]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        state_dir: Path,
+        on_kill: Callable[[int, list[str]], object],
+        durable: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.path = path
         self.on_kill = on_kill
+        self.durable = durable  # whether every incident handed on is on disk: only then is the offset saved
         self.position_path = state_dir / POSITION_FILE
         self.stop_event = threading.Event()
         self.lines: deque[str] = deque(maxlen=KEEP)
@@ -45,6 +52,7 @@ class LogFileWatcher:
         self._ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file being read
         self._offset = 0
         self._handled_offset = 0  # where the last handled report ended: what a restart resumes from
+        self._saved_offset = -1  # the offset last persisted
         self._load_position()
         self.thread = threading.Thread(target=self._run, name="oomwatch-kernel-log", daemon=True)
 
@@ -64,15 +72,20 @@ class LogFileWatcher:
             self._ident, self._offset = ident, offset
         else:
             self._ident, self._offset = (st.st_dev, st.st_ino), 0  # rotated while we were down
-        self._handled_offset = self._offset
+        self._handled_offset = self._saved_offset = self._offset
 
     def _save(self, offset: int) -> None:
+        """Handled through ``offset``; persisted when every incident is on disk (else a restart reads
+        the kills again, and those written are not written twice)."""
         if self._ident is None:
             return
         self._handled_offset = offset
+        if not self.durable():
+            return
         position = {"path": str(self.path), "dev": self._ident[0], "ino": self._ident[1], "offset": offset}
         with contextlib.suppress(OSError):
             write_atomic(self.position_path, json.dumps(position))
+            self._saved_offset = offset
 
     def start(self) -> None:
         self.thread.start()
@@ -97,7 +110,7 @@ class LogFileWatcher:
             if pending_since is not None and time.monotonic() - pending_since >= SETTLE:
                 self._handle()
                 pending_since = None
-            elif pending_since is None and not new and self._offset != self._handled_offset and not self._partial:
+            elif pending_since is None and not new and self._offset != self._saved_offset and not self._partial:
                 self._save(self._offset)  # quiet, nothing pending: remember how far we are
             self.stop_event.wait(POLL)
 

@@ -1,0 +1,134 @@
+"""Each kill is written once and never lost: an incident's identity is the kill (agent.killid), a
+restart that reads the same kill again writes nothing, and a state directory that refuses the file
+still has the kill counted and exported at once, and written when it can be (also after a restart).
+
+The kill is a real one: the report captured from a cgroup v1 OOM kill of a DataLoader worker
+(tests/fixtures/captured/memcg_dataloader_worker, see its README)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from oomwatch.agent.exporter import AgentCollector, registry_for
+from oomwatch.agent.incidents import Incidents
+from oomwatch.agent.killid import kernel_kill_id, line_kill_id
+from oomwatch.agent.logwatch import LogFileWatcher
+from oomwatch.kmsg import kill_reports, parse_kmsg_record
+from tests.conftest import FIXTURES
+
+CAPTURE = FIXTURES / "captured" / "memcg_dataloader_worker" / "kmsg.txt"
+
+
+def _report() -> tuple[int, list]:
+    records = [r for r in (parse_kmsg_record(line) for line in CAPTURE.read_bytes().splitlines()) if r is not None]
+    ((pid, report),) = kill_reports(records)
+    return pid, report
+
+
+def _files(state: Path) -> list[Path]:
+    d = state / "incidents"
+    return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
+def _exposition(incidents: Incidents) -> str:
+    collector = AgentCollector(top_n=5, budget_fraction=0.01)
+    collector.incidents = incidents
+    return generate_latest(registry_for(collector)).decode()
+
+
+def test_a_kill_read_again_is_not_written_again_also_after_a_restart(tmp_path: Path):
+    state = tmp_path / "state"
+    pid, report = _report()
+    first = Incidents(state)
+    path = first.on_kill_records(pid, report)
+    assert path is not None and path.exists()
+    doc = json.loads(path.read_text())
+    assert doc["kill_id"] == kernel_kill_id(first.boot, next(r.usec for r in report if "Killed process" in r.text), pid)
+    assert first.on_kill_records(pid, report) == path  # the watcher handed it on twice
+    # a restart reads the kernel log from before the kill (its position was not saved yet)
+    again = Incidents(state)
+    assert again.on_kill_records(pid, report) == path
+    assert len(_files(state)) == 1
+    assert sum(again.counts.values()) == 0  # counted by the agent that wrote it, not again
+    # the same kill from the journal (the boot spelt without dashes) is the same kill
+    usec = next(r.usec for r in report if "Killed process" in r.text)
+    assert kernel_kill_id(first.boot.replace("-", "").upper(), usec, pid) == doc["kill_id"]
+    # another kill of the same pid (a later report) is another incident
+    later = [r.__class__(r.prefix, r.seq + 1000, r.usec + 5_000_000, r.flags, r.text, r.raw) for r in report]
+    other = again.on_kill_records(pid, later)
+    assert other is not None and other != path
+    assert len(_files(state)) == 2
+
+
+def test_lines_from_a_log_file_are_one_kill_by_their_kill_line(tmp_path: Path):
+    pid, report = _report()
+    lines = [r.dmesg_line() for r in report]
+    assert line_kill_id(lines, pid) == line_kill_id([f"  {line} " for line in lines], pid)
+    assert line_kill_id(lines, pid) != line_kill_id(lines, pid + 1)
+    incidents = Incidents(tmp_path / "state")
+    path = incidents.on_kill(pid, lines)
+    assert incidents.on_kill(pid, lines[len(lines) // 2 :]) == path  # a restart that missed the header
+    assert len(_files(tmp_path / "state")) == 1
+
+
+def test_a_refused_write_is_counted_at_once_and_written_when_the_disk_allows(tmp_path: Path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "incidents").write_text("not a directory: every write into it fails, for root too\n")
+    pid, report = _report()
+    incidents = Incidents(state)
+    assert incidents.on_kill_records(pid, report) is None
+    assert incidents.unwritten == 1 and incidents.write_errors == 1 and not incidents.durable()
+    text = _exposition(incidents)
+    # the alert's series and the counter are there before any file is
+    assert f'comm="{report_comm(report)}"' in text
+    assert 'verdict="cgroup_oom"' in text and "oomwatch_incident_timestamp_seconds{" in text
+    assert "oomwatch_incidents_unwritten 1.0" in text and "oomwatch_incident_write_errors_total 1.0" in text
+    assert incidents.flush(force=True) == [] and incidents.write_errors == 2  # still refused
+    (state / "incidents").unlink()
+    written = incidents.flush(force=True)
+    assert len(written) == 1 and written[0].exists() and written[0].with_suffix(".txt").exists()
+    assert incidents.durable() and "oomwatch_incidents_unwritten 0.0" in _exposition(incidents)
+    assert json.loads(written[0].read_text())["diagnosis"]["verdict"] == "cgroup_oom"
+    assert Incidents(state).on_kill_records(pid, report) == written[0]  # and a restart knows it
+
+
+def report_comm(report: list) -> str:
+    line = next(r.text for r in report if "Killed process" in r.text)
+    m = re.search(r"Killed process \d+ \(([^)]*)\)", line)
+    assert m
+    return m.group(1)
+
+
+def test_a_kill_the_disk_refused_is_read_again_after_a_restart(tmp_path: Path):
+    """The watcher keeps its position before a kill not yet written: a restart reads it again."""
+    state = tmp_path / "state"
+    state.mkdir()
+    log = tmp_path / "kern.log"
+    log.write_text("")
+    pid, report = _report()
+    (state / "incidents").write_text("refuses writes\n")
+    incidents = Incidents(state)
+    watcher = LogFileWatcher(log, state, incidents.on_kill, durable=incidents.durable)
+    start = json.loads((state / "logfile-position.json").read_text())["offset"]
+    with log.open("a") as f:
+        f.write("".join(f"kernel: {r.dmesg_line()}\n" for r in report))
+    watcher.lines.extend(watcher._read_new())
+    watcher._handle()
+    watcher._save(watcher._offset)  # what the quiet time would do
+    assert incidents.unwritten == 1
+    assert json.loads((state / "logfile-position.json").read_text())["offset"] == start
+    # the agent is killed now; the disk is freed; it starts again
+    (state / "incidents").unlink()
+    again = Incidents(state)
+    watcher = LogFileWatcher(log, state, again.on_kill, durable=again.durable)
+    watcher.lines.extend(watcher._read_new())
+    watcher._handle()
+    assert [json.loads(p.read_text())["victim"]["pid"] for p in _files(state)] == [pid]
+    assert json.loads((state / "logfile-position.json").read_text())["offset"] == log.stat().st_size
+    shutil.rmtree(state)
