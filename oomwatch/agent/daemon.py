@@ -38,6 +38,9 @@ from oomwatch.paths import HostPaths
 
 log = logging.getLogger("oomwatch.agent")
 
+STALL_SECONDS = 10.0  # a tick later than this (or 3 intervals) makes /-/healthy unhealthy
+STOP_SECONDS = 1.8  # SIGTERM ends the agent within this, whatever its threads are doing
+
 
 def raise_fd_limit() -> int:
     """Raise the soft descriptor limit to the hard one: one kept descriptor per process."""
@@ -61,11 +64,12 @@ class Agent:
         self.config = load_config(config_path, self.flags)
         self.web = load_web_config(self.config.web_config) if self.config.web_config else None
         self.stop_requested = threading.Event()
+        self._ticked = time.monotonic()  # when the sampling loop last finished a tick (or started)
         self.reload_requested = threading.Event()
         self._wake = threading.Event()
         self.sampler = Sampler(self.paths, pss_budget=self.config.pss_budget, top_n=self.config.top_n)
         self.collector = AgentCollector(self.config.top_n, self.config.pss_budget)
-        self.server = MetricsServer(registry_for(self.collector), self.config.listen, self.web)
+        self.server = MetricsServer(registry_for(self.collector), self.config.listen, self.web, self.health)
         self.trends = Trends()
         self.warner = Warner()
         self.strain = StrainWarner()
@@ -149,9 +153,28 @@ class Agent:
         self.counter_kills = CounterKills(incidents)
         threading.Thread(target=incidents.warm, name="oomwatch-warm", daemon=True).start()
 
+    def health(self) -> str | None:
+        """None while the sampling loop ticks; else what is wrong (``/-/healthy`` answers 503)."""
+        late = time.monotonic() - self._ticked
+        allowed = max(3 * self.config.interval, STALL_SECONDS)
+        if late > allowed:
+            return f"no tick for {late:.0f}s (every {self.config.interval:g}s expected)"
+        return None
+
     def request_stop(self, *_: object) -> None:
+        if not self.stop_requested.is_set():
+            # a thread stuck in a job's output or a diagnosis must not keep the node's agent from stopping:
+            # what it had not written is read again at the next start (positions are saved after the files)
+            timer = threading.Timer(STOP_SECONDS, self._stop_now)
+            timer.daemon = True
+            timer.start()
         self.stop_requested.set()
         self._wake.set()
+
+    def _stop_now(self) -> None:
+        log.warning("still stopping after %.1fs (a thread is busy): exiting now", STOP_SECONDS)
+        logging.shutdown()
+        os._exit(0)
 
     def request_reload(self, *_: object) -> None:
         self.reload_requested.set()
@@ -183,9 +206,9 @@ class Agent:
         finally:
             self.server.stop()
             if self.watcher is not None:
-                self.watcher.stop()
+                self.watcher.stop(timeout=0.5)
             if self.exits is not None:
-                self.exits.stop()
+                self.exits.stop(timeout=0.5)
             if self.history is not None:
                 self.history.close()
             self.sampler.close()
@@ -219,6 +242,7 @@ class Agent:
                 )  # fmt: skip
             for strain in self.strain.due(tick):
                 log.warning("%s", strain.message)
+            self._ticked = time.monotonic()
             due += self.config.interval
             delay = due - time.monotonic()
             if delay < 0:
@@ -257,12 +281,12 @@ class Agent:
     def _restart_server(self, new: AgentConfig, web: WebConfig | None) -> None:
         old_listen, old_web = self._bound_listen(), self.web
         self.server.stop()
-        server = MetricsServer(registry_for(self.collector), new.listen, web)
+        server = MetricsServer(registry_for(self.collector), new.listen, web, self.health)
         try:
             server.start()
         except ConfigError as exc:
             log.error("%s: serving on the previous address (%s) again", exc, old_listen)
-            server = MetricsServer(registry_for(self.collector), old_listen, old_web)
+            server = MetricsServer(registry_for(self.collector), old_listen, old_web, self.health)
             server.start()
         else:
             self.web = web

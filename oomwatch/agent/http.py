@@ -21,7 +21,8 @@ is accepted and ignored (Go ignores it too). The certificate, key and client CA 
 when they change on disk (a rotated Kubernetes secret), the web config file itself is not.
 
 Endpoints: ``/metrics`` (``name[]=`` filters, OpenMetrics when asked for in ``Accept``, gzip),
-``/`` (a page linking it), ``/-/healthy`` (``OK``); all of them behind basic auth when it is configured.
+``/`` (a page linking it), ``/-/healthy`` (``OK``, or 503 and why when the agent's sampling has stopped
+ticking); all of them behind basic auth when it is configured.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import socketserver
 import ssl
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -281,8 +282,15 @@ def parse_listen(addr: str) -> tuple[str, int]:
 class MetricsServer:
     """Serves ``registry`` on ``listen`` from a daemon thread, over HTTPS and with basic auth per ``web_config``."""
 
-    def __init__(self, registry: CollectorRegistry, listen: str, web_config: WebConfig | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        listen: str,
+        web_config: WebConfig | None = None,
+        health: Callable[[], str | None] | None = None,
+    ) -> None:
         self._registry = registry
+        self._health = health  # None when healthy, else what is wrong (``/-/healthy`` answers 503 with it)
         self._listen = listen
         self._host, self._port = parse_listen(listen)
         self._web_config = web_config or WebConfig()
@@ -301,7 +309,7 @@ class MetricsServer:
             auth = _BasicAuth(wc.basic_auth_users)
             family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
             try:
-                server = _Server((self._host, self._port), family, self._registry, tls, auth)
+                server = _Server((self._host, self._port), family, self._registry, tls, auth, self._health)
             except OSError as exc:
                 reason = exc.strerror or str(exc)
                 raise ConfigError(f"cannot listen on {self._listen}: {reason}") from None
@@ -423,9 +431,11 @@ class _Server(ThreadingHTTPServer):
         registry: CollectorRegistry,
         tls: _TLSContexts | None,
         auth: _BasicAuth,
+        health: Callable[[], str | None] | None = None,
     ) -> None:
         self.address_family = family
         self.registry = registry
+        self.health = health
         self.tls = tls
         self.auth = auth
         super().__init__(address, _Handler)
@@ -512,7 +522,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path == "/":
             self._reply(200, _INDEX, "text/html; charset=utf-8", with_body)
         elif url.path == "/-/healthy":
-            self._reply(200, b"OK\n", "text/plain; charset=utf-8", with_body)
+            problem = self.server.health() if self.server.health is not None else None
+            if problem is None:
+                self._reply(200, b"OK\n", "text/plain; charset=utf-8", with_body)
+            else:
+                self._reply(503, f"unhealthy: {problem}\n".encode(), "text/plain; charset=utf-8", with_body)
         else:
             self._reply(404, b"Not Found\n", "text/plain; charset=utf-8", with_body)
 

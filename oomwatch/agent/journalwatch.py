@@ -162,13 +162,13 @@ class JournalWatcher:
     def start(self) -> None:
         self.thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         self.stop_event.set()
         with self._lock:
             proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.terminate()  # our own child, by its pid
-        self.thread.join(timeout=5)
+        self.thread.join(timeout=timeout)
 
     def _run(self) -> None:
         while not self.stop_event.is_set():

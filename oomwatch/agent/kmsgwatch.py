@@ -83,9 +83,9 @@ class KmsgWatcher:
     def start(self) -> None:
         self.thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         self.stop_event.set()
-        self.thread.join(timeout=5)
+        self.thread.join(timeout=timeout)
         self.reader.close()
 
     def _run(self) -> None:

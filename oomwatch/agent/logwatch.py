@@ -90,9 +90,9 @@ class LogFileWatcher:
     def start(self) -> None:
         self.thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         self.stop_event.set()
-        self.thread.join(timeout=5)
+        self.thread.join(timeout=timeout)
 
     def _run(self) -> None:
         pending_since: float | None = None
