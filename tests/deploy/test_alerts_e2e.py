@@ -126,7 +126,7 @@ def test_an_oom_kill_fires_the_alert_with_the_victims_labels(tmp_path: Path):
                     f"Prometheus never scraped the agent:\n{(tmp_path / 'prometheus.log').read_text()}"
                 )
             rules = _get(f"{api}/rules")["data"]["groups"]
-            assert sum(len(g["rules"]) for g in rules) == 9, rules
+            assert sum(len(g["rules"]) for g in rules) == 10, rules
 
             done, _ = _run_hog(_hog_script(tmp_path), 160 << 20)
             workers = {int(m) for m in re.findall(rb"pid (\d+)\) is killed", done.stderr)}
