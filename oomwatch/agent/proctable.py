@@ -9,7 +9,8 @@ What is read once per process (or again when its name changes, i.e. it exec'd or
 ``stat`` (start time), ``cmdline``, ``environ`` (only the job-identity keys, see procfs.environ),
 ``cgroup``. A new process is read again whenever its status changes in its first seconds: a freshly
 exec'd one can show an empty cmdline/environ for a moment, a fork read before its exec shows its
-parent's command line, and a shell may move itself into a cgroup just after it started.
+parent's command line, and a shell may move itself into a cgroup just after it started. A process
+whose peak RSS falls exec'd (a new address space; see ``execed``): it is read as new again.
 """
 
 from __future__ import annotations
@@ -141,7 +142,11 @@ class ProcessTable:
         old = t.info
         comm = status.name if status.name is not None else old.comm
         ppid = status.ppid if status.ppid is not None else old.ppid
-        t.status = status
+        before, t.status = t.status, status
+        if execed(before, status):
+            # a new address space: it exec'd, maybe a program of the same name (python -> python), with a
+            # new command line, environment (RANK, the run id) and cgroup: read it as new while it settles
+            t.first_seen = now
         young = not t.kernel_thread and now - t.first_seen < RETRY_EMPTY_FOR
         if comm != old.comm or ppid != old.ppid:
             argv, env = old.argv, old.env
@@ -230,6 +235,14 @@ class ProcessTable:
         except (ProcessGone, OSError):
             return ()
         return tuple(parse_proc_cgroup(text))
+
+
+def execed(before: Status, now: Status) -> bool:
+    """Whether a process exec'd between two reads of its status: its peak RSS (VmHWM) fell. The peak
+    only grows in one address space; a fork starts its own at what it shares with its parent, and an
+    exec starts a new one from nothing, so a worker forked from a large trainer that execs a new
+    trainer shows it at its next read (a program that outgrows the old peak before then does not)."""
+    return before.vm_hwm is not None and now.vm_hwm is not None and now.vm_hwm < before.vm_hwm
 
 
 def hidepid(mountinfo: str, mount_point: str) -> str | None:
