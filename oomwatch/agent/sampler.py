@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from oomwatch.agent.collect import CgroupCollector, collect_node
 from oomwatch.agent.discovery import Member, classify, memory_cgroup_path
 from oomwatch.agent.gpu import GpuCollector
+from oomwatch.agent.jobnames import StableJobs
 from oomwatch.agent.model import (
     TRAINING_ROLES,
     CgroupSample,
@@ -60,6 +61,7 @@ class Sampler:
         self.cgroups = CgroupCollector(self.paths, self.notices)
         self.gpu = GpuCollector(self.notices) if gpu else None
         self.members: dict[int, Member] = {}
+        self.jobs = StableJobs()  # each process keeps the job it was first known by
         self._results: list[CollectorResult] = []
         self._classified = False
         self.classify_runs = 0  # how often role discovery ran (it runs only on changes that matter)
@@ -99,7 +101,8 @@ class Sampler:
             changes, self.table.changes = self.table.changes, []
             if not self._classified or any(self._matters(info) for info in changes):
                 infos = sorted((t.info for t in self.table.procs.values()), key=lambda i: i.pid)
-                self.members = {m.pid: m for m in classify(infos)}
+                members = {m.pid: m for m in classify(infos)}
+                self.members = self.jobs.apply(members, {i.pid: i.start_time for i in infos})
                 self._classified = True
                 self.classify_runs += 1
         scope = self._scope()
