@@ -45,6 +45,7 @@ LONER_RSS = 64 << 20  # a Python process of no job this large has its output and
 MAX_NEIGHBOURS = 64  # processes looked at for the reader of a job's pipe (each of its log writers)
 ANCESTORS = 4  # generations above a log writer where its pipe's reader may be
 RETRY_SECONDS = 5.0  # how often an incident that could not be written is tried again
+DIAGNOSE_SECONDS = 20.0  # an incident's diagnosis abandoned after this (the kill written with what is known)
 PENDING_REMEDY = "The incident is being written (oomwatch incidents show, in a moment)."
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 _KILLED_COMM = re.compile(r"Killed process \d+ \(([^)\n]{0,64})\)")
@@ -85,6 +86,7 @@ class Incidents:
         self._unwritten: deque[_Unwritten] = deque()  # incidents the disk refused: tried again
         self._retry_at = 0.0
         self.write_errors = 0  # failed attempts to write an incident file (oomwatch_incident_write_errors_total)
+        self.diagnose_seconds = DIAGNOSE_SECONDS
         self.last_time: float | None = None
         self.last_tick: Tick | None = None
         self._reported: dict[int, float] = {}  # pid -> when an incident for it was started (recent ones)
@@ -299,11 +301,29 @@ class Incidents:
         """Diagnose (``diagnose()`` gives the diagnosis, the renderers, the history and the job output
         read) and write one taken-on kill. A diagnosis that fails still writes the incident, with the
         kernel's lines and what the agent saw, and says why."""
-        try:
-            diagnosis, renderers, history, outputs = diagnose()
-        except Exception as exc:  # the kill is the record; its diagnosis is a bonus
-            log.exception("pid %d: diagnosing the incident failed; writing what is known", pending.pid)
-            return self._write_undiagnosed(pending, victim, job, lines, seq, kernel_time, exc)
+        outcome: list[Any] = []
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                outcome.append(diagnose())
+            except Exception as exc:  # the kill is the record; its diagnosis is a bonus
+                log.exception("pid %d: diagnosing the incident failed; writing what is known", pending.pid)
+                outcome.append(exc)
+            finally:
+                done.set()
+
+        # in a thread of its own, with a time budget: a report (or a job's output) that takes too long
+        # is abandoned, and the kill written with what is known; the next kill is not kept waiting
+        threading.Thread(target=work, name=f"oomwatch-diagnose-{pending.pid}", daemon=True).start()
+        if not done.wait(self.diagnose_seconds):
+            log.error("pid %d: the diagnosis took longer than %gs: abandoned, writing what is known",
+                      pending.pid, self.diagnose_seconds)  # fmt: skip
+            late = TimeoutError(f"the diagnosis took longer than {self.diagnose_seconds:g}s and was abandoned")
+            return self._write_undiagnosed(pending, victim, job, lines, seq, kernel_time, late)
+        if isinstance(outcome[0], Exception):
+            return self._write_undiagnosed(pending, victim, job, lines, seq, kernel_time, outcome[0])
+        diagnosis, renderers, history, outputs = outcome[0]
         return self._write(pending, victim, job, diagnosis, renderers, history, lines, seq, kernel_time,
                            _what_was_read(outputs))  # fmt: skip
 
@@ -455,7 +475,7 @@ class Incidents:
         """The incident of a kill whose diagnosis failed: the kill, its lines, the victim's last sample."""
         comm, verdict = pending.key[3], pending.key[4]
         doc = self._document(pending, victim, job, comm, None, seq, kernel_time)
-        summary = f"pid {pending.pid} ({comm or 'unknown'}) was killed; diagnosing it failed ({type(error).__name__})"
+        summary = f"pid {pending.pid} ({comm or 'unknown'}) was killed; no diagnosis: {error or type(error).__name__}"[:300]
         doc.update(
             {
                 "diagnosis": {"verdict": verdict, "confirmed": False, "summary": summary, "causes": [],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 from prometheus_client import generate_latest
@@ -132,3 +133,29 @@ def test_a_kill_the_disk_refused_is_read_again_after_a_restart(tmp_path: Path):
     assert [json.loads(p.read_text())["victim"]["pid"] for p in _files(state)] == [pid]
     assert json.loads((state / "logfile-position.json").read_text())["offset"] == log.stat().st_size
     shutil.rmtree(state)
+
+
+class _StuckEngine:
+    """An engine whose scan never ends in time (what a pattern that backtracks for minutes did)."""
+
+    def scan(self, *_: object) -> None:
+        time.sleep(30)
+
+
+def test_a_diagnosis_that_takes_too_long_is_abandoned_and_the_kill_written_with_what_is_known(tmp_path: Path):
+    from oomwatch.report import RENDERERS
+
+    pid, report = _report()
+    incidents = Incidents(tmp_path / "state")
+    incidents._engine = (_StuckEngine(), RENDERERS)
+    incidents.diagnose_seconds = 0.5
+    started = time.monotonic()
+    path = incidents.on_kill_records(pid, report)
+    assert time.monotonic() - started < 2.0
+    assert path is not None
+    doc = json.loads(path.read_text())
+    assert doc["diagnosis"]["verdict"] == "cgroup_oom" and doc["diagnosis"]["cause_determined"] is False
+    assert "abandoned" in doc["diagnosis"]["error"]
+    assert any("Killed process" in line for line in doc["kernel_lines"])
+    assert f"pid {pid}" in path.with_suffix(".txt").read_text()
+    assert sum(incidents.counts.values()) == 1
