@@ -475,7 +475,8 @@ class Incidents:
         """The incident of a kill whose diagnosis failed: the kill, its lines, the victim's last sample."""
         comm, verdict = pending.key[3], pending.key[4]
         doc = self._document(pending, victim, job, comm, None, seq, kernel_time)
-        summary = f"pid {pending.pid} ({comm or 'unknown'}) was killed; no diagnosis: {error or type(error).__name__}"[:300]
+        why = str(error) or type(error).__name__
+        summary = f"pid {pending.pid} ({comm or 'unknown'}) was killed; no diagnosis: {why}"[:300]
         doc.update(
             {
                 "diagnosis": {"verdict": verdict, "confirmed": False, "summary": summary, "causes": [],
