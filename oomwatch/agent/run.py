@@ -40,6 +40,7 @@ from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 from oomwatch.paths import HostPaths
 from oomwatch.scripts import read_program
+from oomwatch.textsafe import escape_controls
 
 HEAD_BYTES = 1 << 20
 TAIL_BYTES = 16 << 20
@@ -340,7 +341,7 @@ def render_samples(rec: Recorder, interval: float) -> str:
         end = "gone" if s.gone else "alive"
         rank = "-" if p.rank is None else str(p.rank)
         lines.append(
-            f"  {p.pid:>8}  {p.role:<18} {rank:>4}  {p.comm[:16]:<16} {human(s.peak.get('rss')):>10} "
+            f"  {p.pid:>8}  {p.role:<18} {rank:>4}  {escape_controls(p.comm)[:16]:<16} {human(s.peak.get('rss')):>10} "
             f"{human(s.peak.get('anon')):>10} {human(s.peak.get('uss')):>10} {growth:>10}  {end}"
         )
     if len(order) > 60:
