@@ -225,7 +225,7 @@ def top_cmd(interval: float, once: bool, fmt: str, pss_budget: float, proc_root:
     "--report",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write the diagnosis and the samples as JSON to this file.",
+    help="Also write the diagnosis and the samples as JSON to this file (secrets-shaped arguments redacted).",
 )
 @click.option(
     "--no-capture",
@@ -274,12 +274,16 @@ def run_cmd(
     its output, the kernel's reports for its pids (from /dev/kmsg, when readable)
     and what the samples saw (peak RSS, anon, USS per process).
 
+    The command line is shown with secrets-shaped arguments redacted
+    (--api-key=<redacted>, --token <redacted>, HF_TOKEN=<redacted>, Authorization: <redacted>).
+
     \b
     Example:
       $ oomwatch run -- torchrun --nproc_per_node 8 train.py
       $ oomwatch run --report oom.json -- python train.py --epochs 3
     """
     from oomwatch.agent.run import exit_status, render_samples, run_command
+    from oomwatch.redact import redact_argv
     from oomwatch.report import RENDERERS
     from oomwatch.textsafe import escape_controls
 
@@ -295,7 +299,8 @@ def run_cmd(
         sys.exit(127)
     status = exit_status(result.returncode)
     how = f"was killed by signal {-result.returncode}" if result.returncode < 0 else f"exited with {status}"
-    head = escape_controls(f"oomwatch run: {command[0]} {how} after {result.duration:.1f}s")
+    shown = redact_argv(command)
+    head = escape_controls(f"oomwatch run: {shown[0]} {how} after {result.duration:.1f}s")
     if quiet:
         pass
     elif result.diagnosis is None:
@@ -309,7 +314,7 @@ def run_cmd(
         click.echo(f"note: {note}", err=True)
     if report is not None:
         doc = {
-            "command": list(command),
+            "command": shown,
             "returncode": result.returncode,
             "exit_status": status,
             "duration_seconds": round(result.duration, 3),

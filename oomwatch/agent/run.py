@@ -39,6 +39,7 @@ from oomwatch.engine.model import Program
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 from oomwatch.paths import HostPaths
+from oomwatch.redact import redact_argv
 from oomwatch.scripts import read_program
 from oomwatch.textsafe import escape_controls
 
@@ -290,7 +291,8 @@ def _diagnose(
 ) -> Diagnosis:
     engine = Engine(load_rules(()))
     scans = []
-    name = " ".join(Path(a).name if i < 2 else a for i, a in enumerate(argv[:3]))[:40]
+    shown = redact_argv(argv)[:3]  # the inputs' names are shown: no secret in them
+    name = " ".join(Path(a).name if i < 2 else a for i, a in enumerate(shown))[:40]
     for label, cap in zip(("stdout", "stderr"), captures, strict=False):
         scans.append(engine.scan(f"{name} ({label})", cap.text()))
     if kernel:
