@@ -225,7 +225,8 @@ def top_cmd(interval: float, once: bool, fmt: str, pss_budget: float, proc_root:
     "--report",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write the diagnosis and the samples as JSON to this file (secrets-shaped arguments redacted).",
+    help="Also write the diagnosis and the samples as JSON to this file: a new file is readable by you "
+    "only (0600), an existing one keeps its mode. Secrets-shaped arguments are redacted in it.",
 )
 @click.option(
     "--no-capture",
@@ -285,6 +286,7 @@ def run_cmd(
     from oomwatch.agent.run import exit_status, render_samples, run_command
     from oomwatch.redact import redact_argv
     from oomwatch.report import RENDERERS
+    from oomwatch.sharedfile import write_for_people
     from oomwatch.textsafe import escape_controls
 
     if interval <= 0:
@@ -335,7 +337,7 @@ def run_cmd(
             ],  # fmt: skip
             "notes": result.notes,
         }
-        report.write_text(json.dumps(doc, indent=2) + "\n")
+        write_for_people(report, json.dumps(doc, indent=2) + "\n")
     sys.exit(status)
 
 
@@ -406,7 +408,8 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
     default=None,
     metavar="FILE",
     help="Write the incident as one self-contained HTML page (charts of each process's memory over time, the "
-    "limit, the kill; nothing loaded from the network) to FILE instead of printing it.",
+    "limit, the kill; nothing loaded from the network) to FILE instead of printing it. A new FILE is readable "
+    "by you only (0600); an existing one keeps its mode.",
 )
 @click.pass_obj
 def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -62,6 +63,21 @@ def test_incidents_and_incidents_show_escape_what_was_recorded(tmp_path: Path):
     # --format json: the incident as data, as it was written
     as_json = run_oomwatch("incidents", "--state-dir", str(state), "show", doc["id"], "-f", "json")
     assert json.loads(as_json.stdout)["victim"]["comm"] == COMM
+
+
+def test_incidents_show_html_writes_a_file_for_its_owner_only(tmp_path: Path):
+    state = tmp_path / "state"
+    (state / "incidents").mkdir(parents=True)
+    shutil.copy(REAL, state / "incidents" / REAL.name)
+    page = tmp_path / "page.html"
+    done = run_oomwatch("incidents", "--state-dir", str(state), "show", str(REAL), "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    assert page.stat().st_mode & 0o777 == 0o600
+    # an existing file keeps the mode its owner gave it
+    page.chmod(0o644)
+    done = run_oomwatch("incidents", "--state-dir", str(state), "show", str(REAL), "--html", str(page))
+    assert done.returncode == 0 and page.stat().st_mode & 0o777 == 0o644
+    assert "0600" in run_oomwatch("incidents", "show", "--help").stdout.decode()
 
 
 def _sample(pid: int, comm: str, job: str | None, role: str = "rank") -> ProcessSample:

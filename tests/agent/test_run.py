@@ -131,10 +131,10 @@ def test_the_script_it_runs_is_read_for_its_calls(tmp_path: Path):
     assert not any(e["file"] == "train.py" for c in causes[("--no-code",)] for e in c["evidence"])
 
 
-def test_secrets_in_the_command_line_are_redacted(tmp_path: Path):
+def test_secrets_in_the_command_line_are_redacted_and_the_report_is_its_owners(tmp_path: Path):
     """The command line is quoted (the inputs' names, the report's "command"): a key, a token and an
-    env-style secret are shown as <redacted>, the flags' names kept. The command itself got the real
-    values."""
+    env-style secret are shown as <redacted>, the flags' names kept; the report is created 0600, and
+    an existing report keeps its mode. The command itself got the real values."""
     # it prints a digest of what it was given: the real values, not shown
     (tmp_path / "train.py").write_text(
         "import hashlib, sys; print(hashlib.sha256(' '.join(sys.argv[1:]).encode()).hexdigest()); sys.exit(1)\n"
@@ -150,6 +150,10 @@ def test_secrets_in_the_command_line_are_redacted(tmp_path: Path):
         assert done.returncode == 1 and done.stdout == given, done.stderr.decode()[-2000:]
         shown[fmt] = done.stderr.decode()
         assert "--api-key=<redacted>" in shown[fmt], shown[fmt]
+        if fmt == "text":
+            assert report.stat().st_mode & 0o777 == 0o600
+            report.chmod(0o640)
+    assert report.stat().st_mode & 0o777 == 0o640  # rewritten twice, its mode kept
     text = report.read_text()
     doc = json.loads(text)
     assert doc["command"][2:] == ["--api-key=<redacted>", "--token", "<redacted>", "HF_TOKEN=<redacted>",
