@@ -79,3 +79,13 @@ def test_json_keeps_the_text_as_data(tmp_path: Path) -> None:
     assert doc["victims"][0]["name"] == COMM
     assert any(e["text"].endswith("<b>bold</b> ` stray") and "\x07\x08" in e["text"] for e in doc["evidence"])
     assert str(tmp_path / NAME) in {i["file"] for i in doc["inputs"]}
+
+
+def test_an_input_error_names_the_file_escaped(tmp_path: Path) -> None:
+    missing = tmp_path / NAME
+    done = run_oomwatch("diagnose", str(missing))
+    assert done.returncode == 2
+    assert not RAW_CONTROL.search(done.stderr), done.stderr
+    assert done.stderr.decode().splitlines() == [
+        f"oomwatch: {tmp_path}/job\\x1b]0;pwned\\x07\\x1b[2J\\r\\nFORGED.log: no such file"
+    ]
