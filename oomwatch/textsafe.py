@@ -30,7 +30,9 @@ def _escape_char(c: str) -> str:
     if named is not None:
         return named
     code = ord(c)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def _unsafe(c: str) -> bool:

@@ -18,6 +18,7 @@ from oomwatch.textsafe import code_fence, code_span, escape_controls, escape_lin
         ("nul\x00 del\x7f c1\x9b", "nul\\x00 del\\x7f c1\\x9b"),
         ("rtl\u202eevil\u200b", "rtl\\u202eevil\\u200b"),
         ("line\u2028para\u2029", "line\\u2028para\\u2029"),
+        ("tag\U000e0041", "tag\\U000e0041"),  # a format character above the BMP
         ("bad\udcff", "bad\\udcff"),  # a byte decoded with surrogateescape
         ("Größe: 3 ГиБ → 数据 😀 \u00a0nbsp", "Größe: 3 ГиБ → 数据 😀 \u00a0nbsp"),
         ("C:\\path\\x1b", "C:\\path\\x1b"),  # backslashes are left alone
