@@ -15,6 +15,7 @@ from oomwatch import __version__
 from oomwatch.errors import OomwatchError, RulesError
 from oomwatch.exitcodes import Exit, for_verdict
 from oomwatch.sources import display_name, input_size, read_chunks
+from oomwatch.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from oomwatch.engine.api import Engine
@@ -139,8 +140,8 @@ def diagnose_cmd(
                 scan = engine.scan(display_name(path), read_chunks(path, notes=notes), progress=update)
                 scan.notes.extend(notes)
                 scans.append(scan)
-    except OomwatchError as exc:
-        click.echo(f"oomwatch: {exc}", err=True)
+    except OomwatchError as exc:  # it names the input: a file a job named may hold escapes
+        click.echo(f"oomwatch: {escape_controls(str(exc))}", err=True)
         sys.exit(Exit.RULES_INVALID if isinstance(exc, RulesError) else Exit.USAGE)
     try:
         argv = shlex.split(command) if command else []

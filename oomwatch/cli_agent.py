@@ -117,8 +117,11 @@ def agent_cmd(
       $ curl -s 127.0.0.1:9797/metrics | grep oomwatch_process_uss_bytes
     """
     from oomwatch.agent.daemon import Agent
+    from oomwatch.textsafe import EscapingFormatter
 
-    logging.basicConfig(level=log_level.upper(), format="oomwatch agent: %(levelname)s: %(message)s")
+    handler = logging.StreamHandler()  # what processes named themselves or printed is escaped in the log
+    handler.setFormatter(EscapingFormatter("oomwatch agent: %(levelname)s: %(message)s"))
+    logging.basicConfig(level=log_level.upper(), handlers=[handler])
     flags = {"listen": listen, "interval": interval, "web_config": web_config, "pss_budget": pss_budget,
              "top_n": top_n, "state_dir": state_dir, "kernel_log": kernel_log}  # fmt: skip
     try:
@@ -222,7 +225,8 @@ def top_cmd(interval: float, once: bool, fmt: str, pss_budget: float, proc_root:
     "--report",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write the diagnosis and the samples as JSON to this file.",
+    help="Also write the diagnosis and the samples as JSON to this file: a new file is readable by you "
+    "only (0600), an existing one keeps its mode. Secrets-shaped arguments are redacted in it.",
 )
 @click.option(
     "--no-capture",
@@ -271,13 +275,19 @@ def run_cmd(
     its output, the kernel's reports for its pids (from /dev/kmsg, when readable)
     and what the samples saw (peak RSS, anon, USS per process).
 
+    The command line is shown with secrets-shaped arguments redacted
+    (--api-key=<redacted>, --token <redacted>, HF_TOKEN=<redacted>, Authorization: <redacted>).
+
     \b
     Example:
       $ oomwatch run -- torchrun --nproc_per_node 8 train.py
       $ oomwatch run --report oom.json -- python train.py --epochs 3
     """
     from oomwatch.agent.run import exit_status, render_samples, run_command
+    from oomwatch.redact import redact_argv
     from oomwatch.report import RENDERERS
+    from oomwatch.sharedfile import write_for_people
+    from oomwatch.textsafe import escape_controls
 
     if interval <= 0:
         raise click.BadParameter("--interval must be > 0")
@@ -291,7 +301,8 @@ def run_cmd(
         sys.exit(127)
     status = exit_status(result.returncode)
     how = f"was killed by signal {-result.returncode}" if result.returncode < 0 else f"exited with {status}"
-    head = f"oomwatch run: {command[0]} {how} after {result.duration:.1f}s"
+    shown = redact_argv(command)
+    head = escape_controls(f"oomwatch run: {shown[0]} {how} after {result.duration:.1f}s")
     if quiet:
         pass
     elif result.diagnosis is None:
@@ -305,7 +316,7 @@ def run_cmd(
         click.echo(f"note: {note}", err=True)
     if report is not None:
         doc = {
-            "command": list(command),
+            "command": shown,
             "returncode": result.returncode,
             "exit_status": status,
             "duration_seconds": round(result.duration, 3),
@@ -326,7 +337,7 @@ def run_cmd(
             ],  # fmt: skip
             "notes": result.notes,
         }
-        report.write_text(json.dumps(doc, indent=2) + "\n")
+        write_for_people(report, json.dumps(doc, indent=2) + "\n")
     sys.exit(status)
 
 
@@ -365,6 +376,7 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from oomwatch.agent.incidents import incident_dir, list_incidents
+    from oomwatch.textsafe import escape_controls
 
     if not incident_dir(state_dir).is_dir():
         click.echo(f"oomwatch: no incidents directory in {state_dir} (is the agent running with this --state-dir?)",
@@ -382,8 +394,8 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.get("time", 0)))
         role = v.get("role") or "-"
         rank = "" if v.get("rank") is None else f" rank {v['rank']}"
-        click.echo(f"{doc['id']}  {when}  pid {v.get('pid')} {v.get('comm')} ({role}{rank})  "
-                   f"{d.get('verdict')}  cause: {cause}")  # fmt: skip
+        click.echo(escape_controls(f"{doc['id']}  {when}  pid {v.get('pid')} {v.get('comm')} ({role}{rank})  "
+                                   f"{d.get('verdict')}  cause: {cause}"))  # fmt: skip
 
 
 @incidents_group.command("show")
@@ -396,15 +408,19 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
     default=None,
     metavar="FILE",
     help="Write the incident as one self-contained HTML page (charts of each process's memory over time, the "
-    "limit, the kill; nothing loaded from the network) to FILE instead of printing it.",
+    "limit, the kill; nothing loaded from the network) to FILE instead of printing it. A new FILE is readable "
+    "by you only (0600); an existing one keeps its mode.",
 )
 @click.pass_obj
 def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None) -> None:
     """Show one incident: the diagnosis, the kernel's report and the job's recent history.
 
     ID is an incident id (or its unique beginning) from `oomwatch incidents`, or the
-    path of an incident's .json file.
+    path of an incident's .json file. Control characters that processes put in their
+    names or output are shown as escapes (\\x1b) in the text; --format json keeps them as data.
     """
+    from oomwatch.textsafe import escape_lines
+
     path = _incident_id_or_path(state_dir, ident)
     if html_path is not None:
         from oomwatch.agent.incident_html import write_incident_html
@@ -430,8 +446,8 @@ def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None
         click.echo(path.read_text(), nl=False)
         return
     text = path.with_suffix(".txt")
-    if text.is_file():
-        click.echo(text.read_text(), nl=False)
+    if text.is_file():  # escaped again: one written by an older agent may hold raw ones
+        click.echo(escape_lines(text.read_bytes().decode("utf-8", "replace")), nl=False)  # a lone \r is no line break
     else:
         doc = json.loads(path.read_text())
         click.echo(json.dumps(doc.get("diagnosis"), indent=2))

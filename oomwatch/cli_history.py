@@ -20,6 +20,7 @@ from oomwatch.agent.history import CgroupRow, HistoryStore, ProcessRow, open_rea
 from oomwatch.engine.sizes import human
 from oomwatch.errors import InputError
 from oomwatch.exitcodes import Exit
+from oomwatch.textsafe import escape_controls
 
 SCHEMA = "oomwatch.history/v1"
 DEFAULT_STATE_DIR = Path("/var/lib/oomwatch")
@@ -50,17 +51,14 @@ def parse_when(text: str, now: float, option: str = "--since") -> float:
     )
 
 
-def _printable(text: str) -> str:
-    """A comm is chosen by the process: no control characters on the terminal."""
-    return "".join(c if c.isprintable() else "?" for c in text)
-
-
 def _local(t: float) -> str:
     return datetime.fromtimestamp(t).isoformat(timespec="seconds")
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]], right: frozenset[int]) -> str:
-    body = [list(header), *[list(r) for r in rows]]
+    """Rows in columns. Comms, job names and cgroup paths are chosen by the processes: every cell is
+    escaped (no control character reaches the terminal, none starts a line of its own)."""
+    body = [list(header), *[[escape_controls(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in body) for i in range(len(header))]
     lines = []
     for r in body:
@@ -87,7 +85,7 @@ def _process_text(rows: list[ProcessRow], step: float) -> str:
     for r in rows:
         mark = "*" if r.resolution >= step else ""
         out.append([_local(r.time) + mark, *([r.job or "-"] if several_jobs else []), str(r.pid), r.role,
-                    _dash(r.rank), _printable(r.comm), human(r.rss), human(r.anon), human(r.uss), human(r.pss),
+                    _dash(r.rank), r.comm, human(r.rss), human(r.anon), human(r.uss), human(r.pss),
                     human(r.swap)])  # fmt: skip
     text = _table(header, out, right)
     if coarse:
@@ -102,7 +100,7 @@ def _cgroup_text(rows: list[CgroupRow], step: float) -> str:
     out = []
     for r in rows:
         mark = "*" if r.resolution >= step else ""
-        out.append([_local(r.time) + mark, _printable(r.path), r.jobs or "-", human(r.usage), human(r.limit),
+        out.append([_local(r.time) + mark, r.path, r.jobs or "-", human(r.usage), human(r.limit),
                     human(r.effective_limit), human(r.anon), human(r.file), human(r.shmem), human(r.swap),
                     _dash(r.oom_kills)])  # fmt: skip
     text = _table(header, out, right)

@@ -1,6 +1,8 @@
 """Render a Diagnosis: text for a person, JSON for machines, Markdown for an issue.
 
-Data in, text out; deterministic (no clock, no terminal queries).
+Data in, text out; deterministic (no clock, no terminal queries). Text and Markdown quote logs,
+process names and job names: control characters in them are shown as escapes (``\\x1b``, see
+:mod:`oomwatch.textsafe`), and Markdown renders no HTML from them. JSON keeps them as data.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import textwrap
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Cause, Evidence
 from oomwatch.engine.sizes import human
+from oomwatch.textsafe import code_fence, code_span, escape_controls, markdown_text
 
 HEADLINES = {
     "host_oom": "HOST OUT OF MEMORY (kernel OOM killer)",
@@ -104,7 +107,7 @@ def render_text(d: Diagnosis) -> str:
         out.append("")
     read = ", ".join(f"{i.file} ({i.lines} lines)" for i in d.inputs)
     out.append(f"Read: {read}")
-    return "\n".join(out) + "\n"
+    return "\n".join(escape_controls(line) for line in out) + "\n"
 
 
 def _split(d: Diagnosis) -> tuple[list[Cause], Cause | None]:
@@ -150,37 +153,40 @@ def _cause_text(i: int, c: Cause, label: str = "Why") -> list[str]:
     return out
 
 
+def _md_evidence(evidence: tuple[Evidence, ...]) -> list[str]:
+    return code_fence(f"{_where(e)}: {_clip(e.text)}" for e in evidence)
+
+
 def _cause_markdown(i: int, c: Cause, label: str = "Why") -> list[str]:
-    out = [f"**{label} ({i}): {c.title}** — `{c.id}`, confidence {c.confidence:.2f}", "", c.mechanism, ""]
-    out.extend(f"- {r}" for r in c.reasons)
+    md = markdown_text
+    out = [f"**{label} ({i}): {md(c.title)}** — {code_span(c.id)}, confidence {c.confidence:.2f}", "",
+           md(c.mechanism), ""]  # fmt: skip
+    out.extend(f"- {md(r)}" for r in c.reasons)
     if c.reasons:
         out.append("")
     if c.evidence:
-        out.append("```")
-        out.extend(f"{_where(e)}: {_clip(e.text)}" for e in c.evidence)
-        out.append("```")
+        out.extend(_md_evidence(c.evidence))
     if c.fix.strip():
-        out.extend(["Fix:", "", "```python", c.fix, "```", ""])
-    out.extend([f"Confirm: {c.confirm}", ""])
+        out.extend(["Fix:", "", *code_fence(c.fix.split("\n"), "python"), ""])
+    out.extend([f"Confirm: {md(c.confirm)}", ""])
     if c.references:
-        out.extend(["See: " + ", ".join(c.references), ""])
+        out.extend(["See: " + ", ".join(md(r) for r in c.references), ""])
     return out
 
 
 def render_markdown(d: Diagnosis) -> str:
-    out = [f"### oomwatch: {_headline(d)}", "", d.summary, ""]
+    md = markdown_text
+    out = [f"### oomwatch: {md(_headline(d))}", "", md(d.summary), ""]
     if d.victims:
         out.append("| " + " | ".join(VICTIM_HEADER) + " |")
         out.append("|" + "---|" * len(VICTIM_HEADER))
         for r in _victim_rows(d):
-            out.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
+            out.append("| " + " | ".join(md(c).replace("|", "\\|") for c in r) + " |")
         out.append("")
     if d.evidence:
         out.append("<details><summary>Evidence</summary>")
         out.append("")
-        out.append("```")
-        out.extend(f"{_where(e)}: {_clip(e.text)}" for e in d.evidence)
-        out.append("```")
+        out.extend(_md_evidence(d.evidence))
         out.append("</details>")
         out.append("")
     if d.cause_determined is not False:
@@ -188,22 +194,22 @@ def render_markdown(d: Diagnosis) -> str:
             out.extend(_cause_markdown(i, c))
     else:
         candidates, collect = _split(d)
-        out.extend([f"**{undetermined_line(d)}**", ""])
+        out.extend([f"**{md(undetermined_line(d))}**", ""])
         for i, c in enumerate(candidates, 1):
             out.extend(_cause_markdown(i, c, "Candidate"))
         if collect is not None and collect.reasons:
             out.extend(["To tell the causes apart, collect:", ""])
-            out.extend(f"- {r.removeprefix('collect ')}" for r in collect.reasons)
+            out.extend(f"- {md(r.removeprefix('collect '))}" for r in collect.reasons)
             out.append("")
     if d.notes:
-        out.extend(f"> {n}" for n in d.notes)
+        out.extend(f"> {md(n)}" for n in d.notes)
         out.append("")
     if d.next_steps:
         out.append("**Next steps**")
         out.append("")
-        out.extend(f"- {s}" for s in d.next_steps)
+        out.extend(f"- {md(s)}" for s in d.next_steps)
         out.append("")
-    out.append(f"_Read: {', '.join(f'`{i.file}` ({i.lines} lines)' for i in d.inputs)}_")
+    out.append(f"_Read: {', '.join(f'{code_span(i.file)} ({i.lines} lines)' for i in d.inputs)}_")
     return "\n".join(out) + "\n"
 
 

@@ -22,9 +22,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from oomwatch.agent.atomic import write_atomic
 from oomwatch.agent.incidents import is_oom_kill
 from oomwatch.engine.sizes import human
+from oomwatch.sharedfile import write_for_people
 
 # role -> (colour, legend label); unknown and other share a colour (a process the rules could not place)
 ROLE_STYLES: dict[str, tuple[str, str]] = {
@@ -640,8 +640,9 @@ def render_incident_html(doc: dict[str, Any]) -> str:
 
 
 def write_incident_html(doc: dict[str, Any], path: Path) -> None:
-    """Render ``doc`` and write it to ``path`` atomically (a temporary file beside it, then a rename)."""
-    write_atomic(path, render_incident_html(doc))
+    """Render ``doc`` and write it to ``path`` atomically (a temporary file beside it, then a rename):
+    a new file readable by its owner only, an existing one with its mode kept (see oomwatch.sharedfile)."""
+    write_for_people(path, render_incident_html(doc))
 
 
 def _named(cause: dict[str, Any]) -> str:

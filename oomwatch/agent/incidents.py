@@ -29,6 +29,7 @@ from oomwatch.engine.model import Evidence, Observed, Program, Victim
 from oomwatch.engine.roles import PYTHON_PREFIXES
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgRecord
+from oomwatch.textsafe import escape_controls, escape_lines
 
 if TYPE_CHECKING:
     from oomwatch.agent.history import HistoryStore
@@ -787,8 +788,10 @@ def render_incident_text(doc: dict[str, Any], diagnosis_text: str) -> str:
         said = f"{when}: the kernel killed {who}{of_job}"
     else:
         said = f"{when}: {who}{of_job} was killed by SIGKILL, not by the kernel's OOM killer"
-    out = [f"oomwatch incident {doc['id']}", said]
-    out += ["", diagnosis_text.rstrip("\n"), ""]
+    # comm, job, cgroups and quoted output are the processes' own: each line escaped before the lines
+    # are joined (a job named "x\nFAKE" starts no line), and the diagnosis's lines once more
+    out = [escape_controls(f"oomwatch incident {doc['id']}"), escape_controls(said)]
+    out += ["", escape_lines(diagnosis_text.rstrip("\n")), ""]
     out.append(_history_table(doc["history"]))
     return "\n".join(out).rstrip("\n") + "\n"
 
@@ -796,7 +799,7 @@ def render_incident_text(doc: dict[str, Any], diagnosis_text: str) -> str:
 def _history_table(history: dict[str, Any]) -> str:
     rows = history.get("processes") or []
     if not rows:
-        return f"History: none ({history.get('source', '')})."
+        return escape_controls(f"History: none ({history.get('source', '')}).")
     by_pid: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
         by_pid.setdefault(r["pid"], []).append(r)
@@ -814,7 +817,7 @@ def _history_table(history: dict[str, Any]) -> str:
 
         rank = "-" if last.get("rank") is None else str(last["rank"])
         lines.append(f"  {pid:>8}  {str(last.get('role')):<18} {rank:>4}  {span('anon'):<36} {span('uss'):<36}")
-    return "\n".join(lines)
+    return "\n".join(escape_controls(line) for line in lines)
 
 
 def list_incidents(state_dir: Path) -> list[dict[str, Any]]:

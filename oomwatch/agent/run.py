@@ -39,7 +39,9 @@ from oomwatch.engine.model import Program
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 from oomwatch.paths import HostPaths
+from oomwatch.redact import redact_argv
 from oomwatch.scripts import read_program
+from oomwatch.textsafe import escape_controls
 
 HEAD_BYTES = 1 << 20
 TAIL_BYTES = 16 << 20
@@ -289,7 +291,8 @@ def _diagnose(
 ) -> Diagnosis:
     engine = Engine(load_rules(()))
     scans = []
-    name = " ".join(Path(a).name if i < 2 else a for i, a in enumerate(argv[:3]))[:40]
+    shown = redact_argv(argv)[:3]  # the inputs' names are shown: no secret in them
+    name = " ".join(Path(a).name if i < 2 else a for i, a in enumerate(shown))[:40]
     for label, cap in zip(("stdout", "stderr"), captures, strict=False):
         scans.append(engine.scan(f"{name} ({label})", cap.text()))
     if kernel:
@@ -340,7 +343,7 @@ def render_samples(rec: Recorder, interval: float) -> str:
         end = "gone" if s.gone else "alive"
         rank = "-" if p.rank is None else str(p.rank)
         lines.append(
-            f"  {p.pid:>8}  {p.role:<18} {rank:>4}  {p.comm[:16]:<16} {human(s.peak.get('rss')):>10} "
+            f"  {p.pid:>8}  {p.role:<18} {rank:>4}  {escape_controls(p.comm)[:16]:<16} {human(s.peak.get('rss')):>10} "
             f"{human(s.peak.get('anon')):>10} {human(s.peak.get('uss')):>10} {growth:>10}  {end}"
         )
     if len(order) > 60:

@@ -16,6 +16,7 @@ from typing import Any
 from oomwatch import __version__
 from oomwatch.agent.model import CgroupSample, ProcessSample, Tick
 from oomwatch.engine.sizes import human
+from oomwatch.textsafe import escape_controls
 
 TOP_SCHEMA = "oomwatch.top/v1"
 GROWTH_WINDOW = 60.0
@@ -117,7 +118,7 @@ def _row(depth: int, p: ProcessSample, history: History, now: float) -> str:
     stale = "~" if _stale(p, now) else ""
     rank = "-" if p.rank is None else str(p.rank)
     return (
-        f"  {p.pid:>8}  {role:<16} {rank:>4}  {p.comm[:16]:<16} {human(p.rss):>10} "
+        f"  {p.pid:>8}  {role:<16} {rank:>4}  {escape_controls(p.comm)[:16]:<16} {human(p.rss):>10} "
         f"{human(p.uss) + stale:>10} {human(p.pss) + stale:>10} {human(p.swap):>9} "
         f"{_rate(history.per_minute(p.pid, 1)):>10} {_rate(history.per_minute(p.pid, 2)):>10}"
     )
@@ -166,7 +167,8 @@ def render_text(tick: Tick, history: History, notices: Iterable[str] = ()) -> st
         lines.extend(f"note: {n}" for n in notes)
     if any(_stale(p, tick.time) for p in tick.processes):
         lines.append("~ USS/PSS older than 10 s (smaps_rollup is read on a CPU budget, large processes less often)")
-    return "\n".join(lines) + "\n"
+    # job names, comms and cgroups are the processes' own: escaped, each line before they are joined
+    return "\n".join(escape_controls(line) for line in lines) + "\n"
 
 
 def _process_json(p: ProcessSample, history: History, now: float) -> dict[str, Any]:

@@ -144,3 +144,49 @@ def test_top_live_on_a_terminal_redraws_and_stops_on_ctrl_c():
         os.close(leader)
     assert out.count(b"\x1b[H\x1b[2J") >= 3, out[-2000:]
     assert b"oomwatch top" in out and b"Traceback" not in out
+
+
+def test_promtool_accepts_hostile_label_values(tmp_path):
+    """Label values are what processes named themselves: quotes, backslashes, newlines, escapes and
+    bidi overrides in a comm, a run id and a cgroup name stay inside their label (the exposition
+    escapes them) and come back as they were; promtool accepts the page."""
+    from oomwatch.agent.model import CgroupSample, ProcessSample, Tick
+
+    promtool = require_tool("promtool", "apt-get install prometheus")
+    job = 'run"} 1\nfake_metric{a="b'
+    comm = "py\\x\x1b]0;pwned\x07\r\u202e"
+    path = '/kubepods/pod"\n\\c'
+    procs = tuple(
+        ProcessSample(
+            pid=pid,
+            ppid=1,
+            comm=comm,
+            role=role,
+            job=job,
+            rank=0,
+            local_rank=0,
+            state="S",
+            rss=64 * MIB,
+            anon=32 * MIB,
+            file=MIB,
+            shmem=0,
+            swap=0,
+            hwm=64 * MIB,
+            uss=30 * MIB,
+            pss=31 * MIB,
+            cgroup=path,
+        )  # fmt: skip
+        for pid, role in ((10, "rank"), (11, "dataloader_worker"))
+    )
+    cgroup = CgroupSample(path=path, version=2, usage=MIB, limit=2 * MIB, effective_limit=2 * MIB, peak=None,
+                          anon=MIB, file=0, shmem=0, swap=0, oom_kills=1, pressure=None, jobs=(job,))  # fmt: skip
+    collector = AgentCollector()
+    collector.update(Tick(time=1.0, duration=0.01, processes=procs, cgroups=(cgroup,)))
+    text = generate_latest(registry_for(collector))
+    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
+    assert done.returncode == 0 and not done.stdout.strip() and not done.stderr.strip(), done
+    samples = _samples(text.decode())
+    assert "fake_metric" not in samples
+    uss = [s for s in samples["oomwatch_process_uss_bytes"] if s.labels["pid"] == "10"]
+    assert len(uss) == 1 and uss[0].labels["comm"] == comm and uss[0].labels["training_job"] == job
+    assert any(s.labels.get("cgroup") == path for s in samples["oomwatch_cgroup_memory_usage_bytes"])

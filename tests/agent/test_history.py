@@ -13,6 +13,7 @@ import io
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -706,8 +707,28 @@ def test_history_text(recent_history):
     assert everything.exit_code == 0
     header = everything.stdout.splitlines()[0].split()
     assert header[:3] == ["time", "job", "pid"]  # two jobs: which is which
-    assert "\x1b" not in everything.stdout and "evil?[31mname" in everything.stdout
+    assert "\x1b" not in everything.stdout and "evil\\x1b[31mname" in everything.stdout
     assert "*" in everything.stdout and "peak" in everything.stdout.splitlines()[-1]
+
+
+def test_history_tables_escape_what_processes_named_themselves(tmp_path: Path):
+    """A job's run id, its comm and its cgroup's name are the job's own: in the tables, escapes, each on
+    its row (a raw newline would start a forged row); csv and json keep them as data."""
+    job, comm, path = "run\x1b]0;pwned\x07\nFORGED", "py\x1b[31mthon\r", "/kubepods/pod\x1b[2J/c\u202e1"
+    now = time.time()
+    with opened(tmp_path / "history.db") as store:
+        store.record(tick(now - 5, [proc(41, job=job, role="rank", comm=comm), proc(42, job="other", comm="ok")],
+                          [cgroup(path, jobs=(job,))], node()))  # fmt: skip
+    for args in ([], ["--cgroups"]):
+        result = runner().invoke(history_cmd, ["--state-dir", str(tmp_path), *args])
+        assert result.exit_code == 0, result.output
+        assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f\u202e]", result.stdout), result.stdout
+        assert not any(line.startswith("FORGED") for line in result.stdout.splitlines())
+        shown = result.stdout
+        assert "run\\x1b]0;pwned\\x07\\nFORGED" in shown
+        assert ("/kubepods/pod\\x1b[2J/c\\u202e1" if args else "py\\x1b[31mthon\\r") in shown
+    as_json = runner().invoke(history_cmd, ["--state-dir", str(tmp_path), "--cgroups", "--format", "json"])
+    assert json.loads(as_json.stdout)["cgroups"][0]["path"] == path
 
 
 def test_history_json_and_csv(recent_history):

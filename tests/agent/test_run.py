@@ -3,6 +3,7 @@ DataLoader-like worker diagnosed from the kernel's report plus the live samples.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -128,3 +129,35 @@ def test_the_script_it_runs_is_read_for_its_calls(tmp_path: Path):
     assert top["id"] == "unbounded_cache", causes[()]
     assert any(e["file"] == "train.py" and e["line"] == 8 for e in top["evidence"]), top["evidence"]
     assert not any(e["file"] == "train.py" for c in causes[("--no-code",)] for e in c["evidence"])
+
+
+def test_secrets_in_the_command_line_are_redacted_and_the_report_is_its_owners(tmp_path: Path):
+    """The command line is quoted (the inputs' names, the report's "command"): a key, a token and an
+    env-style secret are shown as <redacted>, the flags' names kept; the report is created 0600, and
+    an existing report keeps its mode. The command itself got the real values."""
+    # it prints a digest of what it was given: the real values, not shown
+    (tmp_path / "train.py").write_text(
+        "import hashlib, sys; print(hashlib.sha256(' '.join(sys.argv[1:]).encode()).hexdigest()); sys.exit(1)\n"
+    )
+    secrets = ["sekrit-k3y-4242", "t0ken-abc-9f9f", "hf-env-5151"]
+    argv = [sys.executable, "train.py", "--api-key=sekrit-k3y-4242", "--token", "t0ken-abc-9f9f",
+            "HF_TOKEN=hf-env-5151", "--keep_in_memory"]  # fmt: skip
+    given = hashlib.sha256(" ".join(argv[2:]).encode()).hexdigest().encode() + b"\n"
+    report = tmp_path / "oom.json"
+    shown = {}
+    for fmt in ("text", "markdown", "json"):
+        done = run_oomwatch("run", "-f", fmt, "--report", str(report), "--", *argv, cwd=tmp_path, timeout=120)
+        assert done.returncode == 1 and done.stdout == given, done.stderr.decode()[-2000:]
+        shown[fmt] = done.stderr.decode()
+        assert "--api-key=<redacted>" in shown[fmt], shown[fmt]
+        if fmt == "text":
+            assert report.stat().st_mode & 0o777 == 0o600
+            report.chmod(0o640)
+    assert report.stat().st_mode & 0o777 == 0o640  # rewritten twice, its mode kept
+    text = report.read_text()
+    doc = json.loads(text)
+    assert doc["command"][2:] == ["--api-key=<redacted>", "--token", "<redacted>", "HF_TOKEN=<redacted>",
+                                  "--keep_in_memory"]  # fmt: skip
+    assert any("--api-key=<redacted>" in i["file"] for i in doc["diagnosis"]["inputs"]), doc["diagnosis"]["inputs"]
+    for where in (text, *shown.values()):
+        assert not any(s in where for s in secrets), where
