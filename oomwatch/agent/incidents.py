@@ -268,6 +268,11 @@ class Incidents:
             if known is not None:
                 log.info("pid %d: the incident of this kill (%s) is %s already; not written again", pid, kill_id, known)
                 return self.dir / f"{known}.json"
+            taken = set(self._kills.values())
+            base, n = ident, 1
+            while ident in taken or (self.dir / f"{ident}.json").exists():
+                n += 1  # another kill of this pid (or job) in the same second: a file of its own
+                ident = f"{base}-{n}"
             self._kills[kill_id] = ident
             self.counts[key] = self.counts.get(key, 0) + 1
             self.recent.append((now, *key, PENDING_REMEDY, ident))
