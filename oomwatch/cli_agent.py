@@ -382,7 +382,10 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
         click.echo(f"oomwatch: no incidents directory in {state_dir} (is the agent running with this --state-dir?)",
                    err=True)  # fmt: skip
         sys.exit(Exit.USAGE)
-    docs = list_incidents(state_dir)
+    skipped: list[str] = []
+    docs = list_incidents(state_dir, skipped)
+    for line in skipped:
+        click.echo(escape_controls(f"oomwatch: skipped {line}"), err=True)
     if not docs:
         click.echo("no incidents")
         return
@@ -424,13 +427,16 @@ def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None
     path = _incident_id_or_path(state_dir, ident)
     if html_path is not None:
         from oomwatch.agent.incident_html import write_incident_html
+        from oomwatch.agent.incidents import incident_problem
 
         problem = None
         try:
             doc = json.loads(path.read_text())
             if not isinstance(doc, dict):
                 problem = f"{path}: not an incident (not a JSON object)"
-        except (OSError, ValueError) as exc:
+            elif incident_problem(doc) is not None:
+                problem = f"{path}: not an incident of a usable shape ({incident_problem(doc)})"
+        except (OSError, ValueError, RecursionError) as exc:
             problem = f"{path}: cannot read the incident: {exc}"
         if problem is None:
             try:

@@ -159,3 +159,28 @@ def test_a_diagnosis_that_takes_too_long_is_abandoned_and_the_kill_written_with_
     assert any("Killed process" in line for line in doc["kernel_lines"])
     assert f"pid {pid}" in path.with_suffix(".txt").read_text()
     assert sum(incidents.counts.values()) == 1
+
+
+def test_malformed_incident_files_are_skipped_and_said(tmp_path: Path):
+    from tests.conftest import run_oomwatch
+
+    state = tmp_path / "state"
+    pid, report = _report()
+    good = Incidents(state).on_kill_records(pid, report)
+    assert good is not None
+    d = state / "incidents"
+    (d / "20260101T000000Z-a-1.json").write_text(
+        '{"schema": "oomwatch.incident/v1", "id": "a", "time": 1, "victim": 5, "diagnosis": []}'
+    )
+    (d / "20260101T000000Z-b-2.json").write_text('{"schema": "oomwatch.incident/v1", "id": "b", "time": 1, "victim"')
+    (d / "20260101T000000Z-c-3.json").write_text("[" * 100000 + "]" * 100000)
+    r = run_oomwatch("incidents", "--state-dir", str(state))
+    assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr.decode()[-2000:]
+    assert good.stem.encode() in r.stdout
+    said = r.stderr.decode()
+    assert "skipped 20260101T000000Z-a-1.json: no victim" in said and "b-2.json: unreadable" in said, said
+    assert "c-3.json: unreadable" in said
+    html = run_oomwatch("incidents", "--state-dir", str(state), "show", str(d / "20260101T000000Z-a-1.json"),
+                        "--html", str(tmp_path / "a.html"))  # fmt: skip
+    assert html.returncode == 2 and b"Traceback" not in html.stderr and b"usable shape" in html.stderr, html.stderr
+    assert Incidents(state).on_kill_records(pid, report) == good  # the agent reads past them too
