@@ -191,6 +191,8 @@ def _with_history(
     try:
         pids = [v.pid for v in result.victims if v.pid is not None]
         known, live, note = from_history(store, pids)
+    except OomwatchError as exc:  # a damaged page: the log's diagnosis stands, and says why it has no history
+        return dataclasses.replace(result, notes=(*result.notes, f"history not used: {exc}"))
     finally:
         store.close()
     merged = engine.diagnose(scans, known=known, live=live, program=program) if known else result

@@ -896,3 +896,20 @@ def test_disk_use_per_hour(tmp_path: Path):
         f"checkpoints)"
     )
     assert insert_ms < 20 and size < 100e6
+
+
+def test_diagnose_with_a_damaged_history_still_diagnoses_the_log_and_says_why(recent_history):
+    from tests.conftest import ROOT, run_oomwatch
+
+    state, _ = recent_history
+    db = state / "history.db"
+    size = db.stat().st_size
+    with db.open("r+b") as f:  # a third of the way in, pages of garbage (a bad sector, a torn copy)
+        for off in range(size // 3, size // 3 + 16 * 1024, 1024):
+            f.seek(off + 16)
+            f.write(bytes((i * 37 + off) % 251 for i in range(1000)))
+    r = run_oomwatch("diagnose", "-f", "json", str(ROOT / "tests/fixtures/kernel/k-007.log"), "--history", str(db))
+    assert r.returncode in (0, 3) and b"Traceback" not in r.stderr, r.stderr.decode()[-2000:]  # 3: not determined
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "cgroup_oom"
+    assert any(n.startswith("history not used: cannot read history") for n in doc["notes"]), doc["notes"]
