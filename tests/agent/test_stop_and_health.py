@@ -72,13 +72,21 @@ def test_sigterm_within_2s_while_an_incident_reads_hostile_job_output(tmp_path: 
         job.wait(timeout=10)
         with kern.open("a") as f:
             f.write(_report_for(job.pid))
-        time.sleep(0.3)  # the watcher's settle time: the incident is being made
+        # while the incident is made (the watcher's settle time, then the diagnosis): the ticks go on
+        late = 0.0
+        until = time.monotonic() + 0.8
+        while time.monotonic() < until:
+            m = re.search(r"^oomwatch_last_tick_timestamp_seconds (\S+)", agent.scrape(), re.M)
+            assert m
+            late = max(late, time.time() - float(m.group(1)))
+            time.sleep(0.05)
+        assert late < 0.2 + 1.0, late  # one interval, and a second for a loaded machine
         asked = time.monotonic()
         agent.proc.send_signal(signal.SIGTERM)
         agent.proc.wait(timeout=10)
         took = time.monotonic() - asked
         assert took < 2.0, took
-        print(f"stopped {took:.2f}s after SIGTERM")
+        print(f"stopped {took:.2f}s after SIGTERM; the last tick at most {late:.2f}s old meanwhile")
     finally:
         if job.poll() is None:
             job.kill()
