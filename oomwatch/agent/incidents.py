@@ -45,6 +45,7 @@ SOLO_POINTS = 600  # samples kept of each large Python process of no job
 LONER_RSS = 64 << 20  # a Python process of no job this large has its output and code located too
 MAX_NEIGHBOURS = 64  # processes looked at for the reader of a job's pipe (each of its log writers)
 ANCESTORS = 4  # generations above a log writer where its pipe's reader may be
+TICKS_KEPT = 32  # ticks kept whole: memory as it was in the seconds before a kill (see agent.sigkills)
 RETRY_SECONDS = 5.0  # how often an incident that could not be written is tried again
 DIAGNOSE_SECONDS = 20.0  # an incident's diagnosis abandoned after this (the kill written with what is known)
 PENDING_REMEDY = "The incident is being written (oomwatch incidents show, in a moment)."
@@ -90,6 +91,7 @@ class Incidents:
         self.diagnose_seconds = DIAGNOSE_SECONDS
         self.last_time: float | None = None
         self.last_tick: Tick | None = None
+        self.ticks: deque[Tick] = deque(maxlen=TICKS_KEPT)  # the latest ticks, newest last
         self._reported: dict[int, float] = {}  # pid -> when an incident for it was started (recent ones)
         # job -> where its output goes and what code it runs, found while it runs
         self._located: dict[str, _Located] = {}
@@ -126,8 +128,10 @@ class Incidents:
                 if not (p.in_job or p.pid in loners):
                     continue
                 prev = self.seen.get(p.pid)
-                if prev is not None and p.state == "Z":
-                    continue  # a zombie's sample has no memory and no cgroup any more: the last live one stays
+                if prev is not None and (p.state == "Z" or (p.rss is None and prev[1].rss is not None)):
+                    # a zombie's, or an exiting process's (its memory released, its cgroup the root's), has no
+                    # memory and no cgroup any more: the last live sample stays
+                    continue
                 if prev is not None and prev[1].in_job and p.job in (None, f"tree-{p.pid}") and p.job != prev[1].job:
                     # a process keeps the job it was seen in: a worker orphaned by its rank's kill makes a
                     # "job" of its own in the next sample, or none (a large orphan is then a loner, and
@@ -144,6 +148,7 @@ class Incidents:
             for pid in [pid for pid, t in self._reported.items() if tick.time - t > self.window]:
                 del self._reported[pid]
             self.last_tick = tick
+            self.ticks.append(tick)
             for job in [j for j, loc in self._located.items() if tick.time - loc.time > self.window]:
                 del self._located[job]  # a job gone for a while (kept until then: its kill is handled later)
             known = dict(self._located)
@@ -163,6 +168,11 @@ class Incidents:
             located[job] = _Located(writers, locate_outputs(ordered, self.proc, near, up), code, tick.time)
         with self.lock:
             self._located.update(located)
+
+    def ticks_since(self, since: float) -> list[Tick]:
+        """The ticks kept from wall-clock time ``since`` on, newest first."""
+        with self.lock:
+            return [t for t in reversed(self.ticks) if t.time >= since]
 
     def last_sample(self, pid: int) -> ProcessSample | None:
         """The latest sample of a job process seen in the last ``window`` seconds (also a gone one)."""

@@ -40,6 +40,9 @@ SHORT_PRESSURE = 10.0  # PSI memory "full" avg10, percent
 SHORT_SWAP = 0.90  # swap used
 
 
+BEFORE_SECONDS = 2.0  # memory is short before a SIGKILL if a sample of the seconds before says so
+
+
 def memory_short(tick: Tick | None, job: str | None) -> str | None:
     """What said memory was short in ``tick`` (the node, or a cgroup of ``job``), in words; None if not."""
     if tick is None:
@@ -92,7 +95,9 @@ class Sigkills:
         # ends a whole cgroup, whose workers may already be orphans that make jobs of their own
         self._pending: dict[str, list[tuple[ProcExit, ProcessSample]]] = {}
         self._oom_kills_before: dict[str, int | None] = {}
-        self._tick_before: dict[str, Tick | None] = {}  # the last sample before the first kill of the group
+        # the samples of the seconds before the first kill of the group (the last one may already show the
+        # victim exiting, its memory released: short before, not any more)
+        self._ticks_before: dict[str, list[Tick]] = {}
 
     def on_exit(self, ev: ProcExit) -> None:
         """Called for every process exit on the node (the connector's thread): cheap unless SIGKILL."""
@@ -110,7 +115,8 @@ class Sigkills:
                 node = tick.node if tick is not None else None
                 # the count before this kill: the last sample's (reading it now could already include it)
                 self._oom_kills_before[key] = node.oom_kills if node is not None else None
-                self._tick_before[key] = tick  # memory as it was, not after the kill freed some
+                # memory as it was, not after the kill freed some
+                self._ticks_before[key] = self.incidents.ticks_since(time.time() - BEFORE_SECONDS)
                 timer = threading.Timer(self.grace, self._decide, (key, time.monotonic()))
                 timer.daemon = True
                 timer.start()
@@ -131,10 +137,10 @@ class Sigkills:
             with self._lock:
                 group = self._pending.pop(key, [])
                 self._oom_kills_before.pop(key, None)
-                tick = self._tick_before.pop(key, None)
+                ticks = self._ticks_before.pop(key, [])
             left = [(ev, v) for ev, v in group if not self.incidents.reported(ev.pid)]
             if left:
-                self._write(left, tick)
+                self._write(left, ticks)
         except Exception:  # never the connector's or the agent's end
             log.exception("writing the SIGKILL incident for %s failed", key)
 
@@ -142,9 +148,9 @@ class Sigkills:
         with self._lock:
             self._pending.pop(key, None)
             self._oom_kills_before.pop(key, None)
-            self._tick_before.pop(key, None)
+            self._ticks_before.pop(key, None)
 
-    def _write(self, group: list[tuple[ProcExit, ProcessSample]], tick: Tick | None) -> None:
+    def _write(self, group: list[tuple[ProcExit, ProcessSample]], ticks: list[Tick]) -> None:
         group.sort(key=lambda g: -(g[1].rss or 0))  # the largest first: the one a memory killer picks
         ev, victim = group[0]
         size = f", {human(victim.rss)} resident" if victim.rss is not None else ""
@@ -154,6 +160,5 @@ class Sigkills:
             f"from the kernel's process exit event (wait status {ev.exit_code:#x}: killed by signal "
             f"{ev.killed_by}); {source}",
         )
-        self.incidents.on_sigkill(
-            [v for _, v in group], memory_short(tick, victim.job), died, notes, ev.timestamp_ns / 1e9, self.kernel_log
-        )
+        short = next((said for said in (memory_short(t, victim.job) for t in ticks) if said is not None), None)
+        self.incidents.on_sigkill([v for _, v in group], short, died, notes, ev.timestamp_ns / 1e9, self.kernel_log)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from oomwatch.agent.model import CgroupSample, NodeSample, Tick
-from oomwatch.agent.sigkills import memory_short
+from oomwatch.agent.sigkills import SHORT_CGROUP, memory_short
 from oomwatch.procfs.pressure import Pressure, PressureLine
 from tests.agent.agentproc import AgentProcess, wait_metric, wait_ticks
 from tests.cgroup_util import memory_cgroup
@@ -166,6 +166,22 @@ def test_kill_9_of_a_worker_and_then_of_the_rest_of_the_job(tmp_path: Path):
     _require_exit_events(agent)
 
 
+def _wait_cgroup_anon(agent: AgentProcess, name: str, at_least: float, timeout: float = 30.0) -> None:
+    """Until the agent has seen the cgroup ``name`` hold ``at_least`` anonymous bytes."""
+    import re
+
+    deadline = time.monotonic() + timeout
+    seen = 0.0
+    while time.monotonic() < deadline:
+        values = re.findall(rf'^oomwatch_cgroup_memory_anon_bytes\{{[^}}]*cgroup="[^"]*{name}[^"]*"[^}}]*\}} (\S+)',
+                            agent.scrape(), re.M)  # fmt: skip
+        seen = max([float(v) for v in values] + [seen])
+        if seen >= at_least:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"cgroup {name} held {seen:.0f} bytes, never {at_least:.0f}")
+
+
 def test_sigkill_while_the_jobs_cgroup_is_near_its_limit_is_a_userspace_oom_kill(tmp_path: Path):
     require_root_cgroup()
     state = tmp_path / "state"
@@ -176,7 +192,7 @@ def test_sigkill_while_the_jobs_cgroup_is_near_its_limit_is_a_userspace_oom_kill
         with memory_cgroup(160 * MIB, name="oomwatch-sigkill") as cg:
             proc, workers = _start_job(tmp_path, str(cg), hold_mib=120)  # + workers' 8 and 16 MiB + python: 94%
             wait_metric(agent, rf'pid="{workers[1]}",[^}}]*role="dataloader_worker"')
-            wait_metric(agent, r'oomwatch_cgroup_memory_anon_bytes\{[^}]*cgroup="[^"]*oomwatch-sigkill')
+            _wait_cgroup_anon(agent, "oomwatch-sigkill", SHORT_CGROUP * 160 * MIB)  # allocated (slow when busy)
             time.sleep(0.5)
             os.kill(workers[1], signal.SIGKILL)  # as earlyoom or systemd-oomd would: the signal, no kernel report
             (doc,) = _incidents(state, {workers[1]}, 1)
