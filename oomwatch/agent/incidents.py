@@ -45,7 +45,7 @@ SOLO_POINTS = 600  # samples kept of each large Python process of no job
 LONER_RSS = 64 << 20  # a Python process of no job this large has its output and code located too
 MAX_NEIGHBOURS = 64  # processes looked at for the reader of a job's pipe (each of its log writers)
 ANCESTORS = 4  # generations above a log writer where its pipe's reader may be
-TICKS_KEPT = 32  # ticks kept whole: memory as it was in the seconds before a kill (see agent.sigkills)
+TICKS_KEPT = 32  # ticks' node and cgroups kept: memory as it was in the seconds before a kill (agent.sigkills)
 RETRY_SECONDS = 5.0  # how often an incident that could not be written is tried again
 DIAGNOSE_SECONDS = 20.0  # an incident's diagnosis abandoned after this (the kill written with what is known)
 PENDING_REMEDY = "The incident is being written (oomwatch incidents show, in a moment)."
@@ -91,7 +91,7 @@ class Incidents:
         self.diagnose_seconds = DIAGNOSE_SECONDS
         self.last_time: float | None = None
         self.last_tick: Tick | None = None
-        self.ticks: deque[Tick] = deque(maxlen=TICKS_KEPT)  # the latest ticks, newest last
+        self.ticks: deque[Tick] = deque(maxlen=TICKS_KEPT)  # the latest ticks without processes, newest last
         self._reported: dict[int, float] = {}  # pid -> when an incident for it was started (recent ones)
         # job -> where its output goes and what code it runs, found while it runs
         self._located: dict[str, _Located] = {}
@@ -148,7 +148,8 @@ class Incidents:
             for pid in [pid for pid, t in self._reported.items() if tick.time - t > self.window]:
                 del self._reported[pid]
             self.last_tick = tick
-            self.ticks.append(tick)
+            # their node and cgroups (what memory_short reads): the processes would be 10 MB at 1000 of them
+            self.ticks.append(dataclasses.replace(tick, processes=()))
             for job in [j for j, loc in self._located.items() if tick.time - loc.time > self.window]:
                 del self._located[job]  # a job gone for a while (kept until then: its kill is handled later)
             known = dict(self._located)
@@ -170,7 +171,7 @@ class Incidents:
             self._located.update(located)
 
     def ticks_since(self, since: float) -> list[Tick]:
-        """The ticks kept from wall-clock time ``since`` on, newest first."""
+        """The ticks kept from wall-clock time ``since`` on, newest first (their node and cgroups only)."""
         with self.lock:
             return [t for t in reversed(self.ticks) if t.time >= since]
 
