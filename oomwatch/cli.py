@@ -103,7 +103,8 @@ def diagnose_cmd(
 
     LOG is a training or launcher log, a dmesg / journalctl -k / kern.log capture, or
     kubectl / slurm / docker output; `-` reads standard input; gzip is detected (the first
-    256 MiB decompressed are read, and a note says when there was more). Give
+    256 MiB decompressed are read, and a note says when there was more; a gzip cut
+    short gives what it held, and a note says so). Give
     several at once (e.g. the launcher's output and the node's dmesg): they are read
     together, and a pid named by the launcher is linked to the kernel's victim.
 
