@@ -140,3 +140,37 @@ def test_a_task_row_with_a_negative_or_absurd_size_gives_none_for_it() -> None:
     assert row.oom_score_adj == -1000  # a score may be negative: it is kept
     huge = parse_task_row("[  30705]     0 30705   555442   " + "9" * 20 + "  1  2  0  4096  0  0 python3", cols, 1)
     assert huge is not None and huge.rss_bytes is None and huge.anon_rss_bytes == 4096
+
+
+def _worst_cost(pattern: object, text: str) -> float:
+    best = float("inf")
+    for _ in range(2):
+        start = time.perf_counter()
+        try:
+            pattern.search(text, timeout=5)  # type: ignore[attr-defined]
+        except TimeoutError:
+            return 5.0
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_every_rule_pattern_costs_linear_time_on_runs_of_one_unit() -> None:
+    # runs a process can print inside a line that holds a rule's anchor: spaces (`^\s*-?\s*reason:` split a
+    # run of 32k spaces every way: 4 s), a word run before a suffix (`[\w.]+\.service: ` on "a.service:"
+    # repeated: 25 s), digits, brackets; and each anchor repeated
+    from oomwatch.engine.loader import load_rules
+
+    rules = load_rules([])
+    units = [" ", "a", "0", "a.service:", ": ", "[", "rss ", "x=1 ", "\t-", "ab_c."]
+    patterns = [(fp.id, fp.pattern, fp.anchors[0] + " ", [a + " " for a in fp.anchors]) for fp in rules.fingerprints]
+    patterns += [(f"{r.__class__.__name__}:{getattr(r, 'name', '')}", r.pattern, "", []) for r in rules.activities]
+    patterns += [(f"{r.__class__.__name__}:{getattr(r, 'name', '')}", r.pattern, "", []) for r in rules.streams]
+    patterns += [(r.id, p, "", []) for r in rules.code for p in [getattr(r, "pattern", None)] if p is not None]
+    slow = []
+    for name, pattern, lead, more in patterns:
+        for unit in units + more:
+            small = _worst_cost(pattern, lead + unit * (4000 // len(unit)))
+            big = _worst_cost(pattern, lead + unit * (32000 // len(unit)))
+            if big > 8 * 4 * small + 0.05:  # 8x the text: linear is 8x, quadratic 64x
+                slow.append((name, unit, round(small * 1000, 2), round(big * 1000, 2)))
+    assert not slow, slow
