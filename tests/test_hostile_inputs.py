@@ -174,3 +174,12 @@ def test_every_rule_pattern_costs_linear_time_on_runs_of_one_unit() -> None:
             if big > 8 * 4 * small + 0.05:  # 8x the text: linear is 8x, quadratic 64x
                 slow.append((name, unit, round(small * 1000, 2), round(big * 1000, 2)))
     assert not slow, slow
+
+
+def test_a_size_no_machine_has_is_no_size_and_no_crash() -> None:
+    from oomwatch.engine.sizes import parse_size
+
+    for text in ("9" * 310, "9" * 310 + " GiB", str(10**40) + "kB", "1" * 5000 + ".5 MiB", "4194304 TiB"):
+        assert parse_size(text) is None, text  # no OverflowError (issue 12), no size above 1 EiB
+    assert parse_size("1048576 TiB") == MAX_SIZE  # 1 EiB itself is still a size
+    assert parse_size("-5 MiB") is None and parse_size("15.78 GiB") == round(15.78 * 2**30)

@@ -35,8 +35,10 @@ import re
 from dataclasses import dataclass
 
 from oomwatch.engine.model import TaskRow
+from oomwatch.engine.sizes import MAX_SIZE  # a size above 1 EiB (or below 0) in a kernel line is never reported
 
 __all__ = [
+    "MAX_SIZE",
     "PAGE_SIZE",
     "Header",
     "KillLine",
@@ -74,9 +76,6 @@ def to_int(text: str | None) -> int | None:
     if not digits or len(digits) > _MAX_DIGITS or not digits.isdigit() or not digits.isascii():
         return None
     return int(text)
-
-
-MAX_SIZE = 1 << 60  # bytes: a size above 1 EiB (or below 0) in a kernel line is garbage, never reported
 
 
 def _size(value: int | None) -> int | None:
