@@ -183,3 +183,16 @@ def test_a_size_no_machine_has_is_no_size_and_no_crash() -> None:
         assert parse_size(text) is None, text  # no OverflowError (issue 12), no size above 1 EiB
     assert parse_size("1048576 TiB") == MAX_SIZE  # 1 EiB itself is still a size
     assert parse_size("-5 MiB") is None and parse_size("15.78 GiB") == round(15.78 * 2**30)
+
+
+def test_a_traceback_naming_a_script_no_file_system_takes_is_no_crash(tmp_path: Path) -> None:
+    # found by the fuzzer (a byte flip and a number of 310 nines in a DataLoader traceback): diagnose looks for
+    # the script a traceback names, and stat() refused a path component of hundreds of characters (a traceback)
+    frame = '  File "/usr/' + "9" * 400 + '/train.py", line 12, in <module>\n'  # /usr exists: the name is looked up
+    text = (
+        "Traceback (most recent call last):\n"
+        + frame
+        + "RuntimeError: DataLoader worker (pid 12) is killed by signal: Bus error.\n"
+    )
+    doc = _diagnose(tmp_path, text)
+    assert doc["victims"] and doc["victims"][0]["pid"] == 12
