@@ -28,7 +28,7 @@ SAMPLE_LINES = 200  # leading lines inspected to tell what kind of log a file is
 MATCH_CACHE = 4096  # distinct line texts whose rule matches are remembered (a repeated line is matched once)
 # report lines (task tables, Mem-Info) read in full per input: ten reports of the biggest hosts
 MAX_REPORT_LINES = 500_000
-MAX_CACHED_LINE = 4096  # bytes of a line that may be remembered decoded
+MAX_CACHED_LINE = 4096  # bytes (characters) of a line that may be remembered decoded and matched
 MAX_EVENTS_HEAD = 5000  # events of one kind kept from an input's start ...
 MAX_EVENTS_TAIL = 5000  # ... and from its end (the middle of a flood is counted and said)
 MAX_GAVE_UP_NOTES = 5  # lines whose "rule gave up" is said one by one; the rest are counted in one note
@@ -184,9 +184,10 @@ class Scanner:
         found = state.matched.get(text)
         if found is None:
             found = self._rules_on(text)
-            if len(state.matched) >= MATCH_CACHE:  # a log repeats its lines (floods, retries): remember a few
-                state.matched.clear()
-            state.matched[text] = found
+            if len(text) <= MAX_CACHED_LINE:  # a log repeats its lines (floods, retries): remember a few
+                if len(state.matched) >= MATCH_CACHE:
+                    state.matched.clear()
+                state.matched[text] = found
         matches, gave_up = found
         for fp, fields in matches:
             state.add_event(Event(fp.event, fp.id, line, dict(fields)))
