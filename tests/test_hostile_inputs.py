@@ -196,3 +196,22 @@ def test_a_traceback_naming_a_script_no_file_system_takes_is_no_crash(tmp_path: 
     )
     doc = _diagnose(tmp_path, text)
     assert doc["victims"] and doc["victims"][0]["pid"] == 12
+
+
+def test_a_summary_line_of_repeated_fields_costs_linear_time() -> None:
+    # `,task=(.*?),pid=...$` tried every `,task=` against the line's end: 680 of them in 4 KB, 20 ms a line
+    from oomwatch.engine.kernel_lines import parse_summary
+
+    for unit in (",task=", ",oom_memcg=", ",task_memcg=", ",pid=1"):
+        texts = ["oom-kill:constraint=CONSTRAINT_MEMCG" + unit * (n // len(unit)) for n in (4000, 32000)]
+        small, big = (min(_timed(parse_summary, t) for _ in range(3)) for t in texts)
+        assert big < 8 * 4 * small + 0.002, (unit, small, big)
+    whole = "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/a,task_memcg=/a/b,task=py,x,pid=12,uid=0"
+    s = parse_summary(whole)
+    assert s is not None and (s.oom_memcg, s.task_memcg, s.task, s.pid, s.uid) == ("/a", "/a/b", "py,x", 12, 0)
+
+
+def _timed(fn: object, text: str) -> float:
+    start = time.perf_counter()
+    fn(text)  # type: ignore[operator]
+    return time.perf_counter() - start
