@@ -212,7 +212,19 @@ def _after_table_header(lines: list[bytes]) -> bytes:
     return b"\n".join(whole[:at] + lines + whole[at:])
 
 
+def _kills_and_launcher_lines(n: int) -> bytes:
+    """``n`` kernel kills of distinct pids, each with its launcher's line (victims were matched to lines by
+    reading every event once per report)."""
+    out = []
+    for i in range(n):
+        out.append(_HEADER.replace(b"php-fpm", b"w%d" % i))
+        out.append(_KILLED.replace(b"3902942", b"%d" % (100_000 + i)))
+        out.append(b"failed (exitcode: -9) local_rank: 0 (pid: %d) of binary: /usr/bin/python" % (100_000 + i))
+    return b"\n".join(out) + b"\n"
+
+
 FLOODS: dict[str, Callable[[int], bytes]] = {
+    "distinct kills, each with its launcher line": lambda n: _kills_and_launcher_lines(n // 10),
     "one anchor word, one line": lambda n: b"Killed process " * n,
     "one anchor word per line": lambda n: b"MemoryError\n" * n,
     "exitcode: -9 per line": lambda n: b"exitcode: -9\n" * n,
