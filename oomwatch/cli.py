@@ -104,7 +104,8 @@ def diagnose_cmd(
 
     LOG is a training or launcher log, a dmesg / journalctl -k / kern.log capture, or
     kubectl / slurm / docker output; `-` reads standard input; gzip is detected (the first
-    256 MiB decompressed are read, and a note says when there was more). Give
+    256 MiB decompressed are read, and a note says when there was more; a gzip cut
+    short gives what it held, and a note says so). Give
     several at once (e.g. the launcher's output and the node's dmesg): they are read
     together, and a pid named by the launcher is linked to the kernel's victim.
 
@@ -161,14 +162,14 @@ def _program(
 ) -> Program | None:
     """The code that ran: the command's script and the scripts given, else those the logs name that
     exist here (relative to the current directory or to the log's folder)."""
-    from oomwatch.scripts import read_program, script_of, scripts_named
+    from oomwatch.scripts import is_file, read_program, script_of, scripts_named
 
     extra = list(scripts)
     if not extra and script_of(argv) == (None, None):
         texts = [line.text for s in scans for line in (*(s.before_failure or ()), *s.last_lines)]
         folders = [Path.cwd(), *(Path(p).parent for p in logs if p != "-")]
         for named in scripts_named(texts):
-            found = next((f / named for f in folders if (f / named).is_file()), None)
+            found = next((f / named for f in folders if is_file(f / named)), None)
             if found is not None:
                 extra.append(found)
     program = read_program(argv, Path.cwd(), extra)

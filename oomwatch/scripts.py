@@ -40,6 +40,15 @@ def script_of(argv: Sequence[str]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file; False, never an error, for a name no file system takes (a log
+    names a script with thousands of characters, or a NUL byte, in its path)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _read(path: Path) -> str | None:
     try:
         st = os.stat(path)
@@ -47,14 +56,14 @@ def _read(path: Path) -> str | None:
             return None
         with open(path, "rb") as f:
             return f.read(MAX_BYTES).decode("utf-8", "replace")
-    except OSError:
+    except (OSError, ValueError):
         return None
 
 
 def _module_file(root: Path, module: str) -> Path | None:
     base = root.joinpath(*module.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py", base / "__main__.py"):
-        if candidate.is_file():
+        if is_file(candidate):
             return candidate
     return None
 

@@ -140,3 +140,78 @@ def test_a_task_row_with_a_negative_or_absurd_size_gives_none_for_it() -> None:
     assert row.oom_score_adj == -1000  # a score may be negative: it is kept
     huge = parse_task_row("[  30705]     0 30705   555442   " + "9" * 20 + "  1  2  0  4096  0  0 python3", cols, 1)
     assert huge is not None and huge.rss_bytes is None and huge.anon_rss_bytes == 4096
+
+
+def _worst_cost(pattern: object, text: str) -> float:
+    best = float("inf")
+    for _ in range(2):
+        start = time.perf_counter()
+        try:
+            pattern.search(text, timeout=5)  # type: ignore[attr-defined]
+        except TimeoutError:
+            return 5.0
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_every_rule_pattern_costs_linear_time_on_runs_of_one_unit() -> None:
+    # runs a process can print inside a line that holds a rule's anchor: spaces (`^\s*-?\s*reason:` split a
+    # run of 32k spaces every way: 4 s), a word run before a suffix (`[\w.]+\.service: ` on "a.service:"
+    # repeated: 25 s), digits, brackets; and each anchor repeated
+    from oomwatch.engine.loader import load_rules
+
+    rules = load_rules([])
+    units = [" ", "a", "0", "a.service:", ": ", "[", "rss ", "x=1 ", "\t-", "ab_c."]
+    patterns = [(fp.id, fp.pattern, fp.anchors[0] + " ", [a + " " for a in fp.anchors]) for fp in rules.fingerprints]
+    patterns += [(f"{r.__class__.__name__}:{getattr(r, 'name', '')}", r.pattern, "", []) for r in rules.activities]
+    patterns += [(f"{r.__class__.__name__}:{getattr(r, 'name', '')}", r.pattern, "", []) for r in rules.streams]
+    patterns += [(r.id, p, "", []) for r in rules.code for p in [getattr(r, "pattern", None)] if p is not None]
+    slow = []
+    for name, pattern, lead, more in patterns:
+        for unit in units + more:
+            small = _worst_cost(pattern, lead + unit * (4000 // len(unit)))
+            big = _worst_cost(pattern, lead + unit * (32000 // len(unit)))
+            if big > 8 * 4 * small + 0.05:  # 8x the text: linear is 8x, quadratic 64x
+                slow.append((name, unit, round(small * 1000, 2), round(big * 1000, 2)))
+    assert not slow, slow
+
+
+def test_a_size_no_machine_has_is_no_size_and_no_crash() -> None:
+    from oomwatch.engine.sizes import parse_size
+
+    for text in ("9" * 310, "9" * 310 + " GiB", str(10**40) + "kB", "1" * 5000 + ".5 MiB", "4194304 TiB"):
+        assert parse_size(text) is None, text  # no OverflowError (issue 12), no size above 1 EiB
+    assert parse_size("1048576 TiB") == MAX_SIZE  # 1 EiB itself is still a size
+    assert parse_size("-5 MiB") is None and parse_size("15.78 GiB") == round(15.78 * 2**30)
+
+
+def test_a_traceback_naming_a_script_no_file_system_takes_is_no_crash(tmp_path: Path) -> None:
+    # found by the fuzzer (a byte flip and a number of 310 nines in a DataLoader traceback): diagnose looks for
+    # the script a traceback names, and stat() refused a path component of hundreds of characters (a traceback)
+    frame = '  File "/usr/' + "9" * 400 + '/train.py", line 12, in <module>\n'  # /usr exists: the name is looked up
+    text = (
+        "Traceback (most recent call last):\n"
+        + frame
+        + "RuntimeError: DataLoader worker (pid 12) is killed by signal: Bus error.\n"
+    )
+    doc = _diagnose(tmp_path, text)
+    assert doc["victims"] and doc["victims"][0]["pid"] == 12
+
+
+def test_a_summary_line_of_repeated_fields_costs_linear_time() -> None:
+    # `,task=(.*?),pid=...$` tried every `,task=` against the line's end: 680 of them in 4 KB, 20 ms a line
+    from oomwatch.engine.kernel_lines import parse_summary
+
+    for unit in (",task=", ",oom_memcg=", ",task_memcg=", ",pid=1"):
+        texts = ["oom-kill:constraint=CONSTRAINT_MEMCG" + unit * (n // len(unit)) for n in (4000, 32000)]
+        small, big = (min(_timed(parse_summary, t) for _ in range(3)) for t in texts)
+        assert big < 8 * 4 * small + 0.002, (unit, small, big)
+    whole = "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/a,task_memcg=/a/b,task=py,x,pid=12,uid=0"
+    s = parse_summary(whole)
+    assert s is not None and (s.oom_memcg, s.task_memcg, s.task, s.pid, s.uid) == ("/a", "/a/b", "py,x", 12, 0)
+
+
+def _timed(fn: object, text: str) -> float:
+    start = time.perf_counter()
+    fn(text)  # type: ignore[operator]
+    return time.perf_counter() - start

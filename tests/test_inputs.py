@@ -60,12 +60,28 @@ def test_stdin_gzip_and_plain_agree(tmp_path: Path) -> None:
     assert from_stdin["inputs"][0]["file"] == "<stdin>"
 
 
-def test_broken_gzip_is_one_line_error(tmp_path: Path) -> None:
+def test_a_gzip_that_is_no_gzip_is_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.gz"
-    bad.write_bytes(gzip.compress(K002.read_bytes())[:200])
+    bad.write_bytes(b"\x1f\x8b" + b"this is no deflate stream" * 10)
     r = run_oomwatch("diagnose", str(bad))
     assert r.returncode == 2
     assert len(r.stderr.decode().strip().splitlines()) == 1 and "cannot read" in r.stderr.decode()
+
+
+def test_a_cut_gzip_gives_what_it_held_and_says_so(tmp_path: Path) -> None:
+    # a copy stopped early: the report that came out before the cut is diagnosed, and the cut is said
+    raw = K002.read_bytes()
+    whole = gzip.compress(raw)
+    cut = tmp_path / "cut.gz"
+    cut.write_bytes(whole[: len(whole) * 9 // 10])
+    out = _json(run_oomwatch("diagnose", "-f", "json", str(cut)))
+    plain = _json(run_oomwatch("diagnose", "-f", "json", str(K002)))
+    assert out["verdict"] == plain["verdict"] == "host_oom"
+    assert any("ends before its end" in n for n in out["notes"] + out["inputs"][0].get("notes", [])), out["notes"]
+    header_only = tmp_path / "header.gz"
+    header_only.write_bytes(whole[:12])
+    r = run_oomwatch("diagnose", "-f", "json", str(header_only))
+    assert r.returncode == 0 and b"Traceback" not in r.stderr
 
 
 def test_empty_file(tmp_path: Path) -> None:

@@ -35,8 +35,10 @@ import re
 from dataclasses import dataclass
 
 from oomwatch.engine.model import TaskRow
+from oomwatch.engine.sizes import MAX_SIZE  # a size above 1 EiB (or below 0) in a kernel line is never reported
 
 __all__ = [
+    "MAX_SIZE",
     "PAGE_SIZE",
     "Header",
     "KillLine",
@@ -74,9 +76,6 @@ def to_int(text: str | None) -> int | None:
     if not digits or len(digits) > _MAX_DIGITS or not digits.isdigit() or not digits.isascii():
         return None
     return int(text)
-
-
-MAX_SIZE = 1 << 60  # bytes: a size above 1 EiB (or below 0) in a kernel line is garbage, never reported
 
 
 def _size(value: int | None) -> int | None:
@@ -210,10 +209,9 @@ def parse_kill(text: str) -> KillLine | None:
 
 
 _SUMMARY = re.compile(r"oom-kill:constraint=(?P<constraint>\w*)(?P<body>.*)$")
-_OOM_MEMCG = re.compile(r",oom_memcg=(?P<v>.*?),task_memcg=")
-_TASK_MEMCG = re.compile(r",task_memcg=(?P<v>.*?),task=")
 _TASK_MEMCG_CUT = re.compile(r",task_memcg=(?P<v>[^,]*)")
-_TASK_TAIL = re.compile(r",task=(?P<task>.*?),pid=(?P<pid>\d+)(?:,uid=(?P<uid>\d+))?\s*$")
+# the line ends with the task's pid (and uid); found from the end, the task name is what precedes it
+_PID_END = re.compile(r",pid=(?P<pid>\d+)(?:,uid=(?P<uid>\d+))?\s*$")
 _CONSTRAINTS = {
     "CONSTRAINT_NONE": "global",
     "CONSTRAINT_MEMCG": "memcg",
@@ -238,17 +236,32 @@ def parse_summary(text: str) -> Summary | None:
     if m is None:
         return None
     body = m.group("body")
-    oom_memcg = _OOM_MEMCG.search(body)
-    task_memcg = _TASK_MEMCG.search(body) or _TASK_MEMCG_CUT.search(body)
-    tail = _TASK_TAIL.search(body)
+    task_memcg = _between(body, ",task_memcg=", ",task=")
+    if task_memcg is None:
+        cut = _TASK_MEMCG_CUT.search(body)
+        task_memcg = cut.group("v") if cut else None
+    tail = _PID_END.search(body)
+    head = body[: tail.start()] if tail else ""
+    at = head.find(",task=")
+    task = head[at + len(",task=") :] if at >= 0 else None
     return Summary(
         constraint=_CONSTRAINTS.get(m.group("constraint")),
-        oom_memcg=oom_memcg.group("v") if oom_memcg else None,
-        task_memcg=task_memcg.group("v") if task_memcg else None,
-        task=tail.group("task") if tail else None,
-        pid=to_int(tail.group("pid")) if tail else None,
-        uid=to_int(tail.group("uid")) if tail else None,
+        oom_memcg=_between(body, ",oom_memcg=", ",task_memcg="),
+        task_memcg=task_memcg,
+        task=task,
+        pid=to_int(tail.group("pid")) if tail and task is not None else None,
+        uid=to_int(tail.group("uid")) if tail and task is not None else None,
     )
+
+
+def _between(text: str, start: str, end: str) -> str | None:
+    """The text after the first ``start`` up to the first ``end`` that follows it (str.find: linear
+    where a lazy pattern tried every ``start`` against every ``end``)."""
+    at = text.find(start)
+    if at < 0:
+        return None
+    stop = text.find(end, at + len(start))
+    return None if stop < 0 else text[at + len(start) : stop]
 
 
 _REAPED = re.compile(r"^oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>.*)\), now ")

@@ -57,6 +57,8 @@ _MAX_TEXT = 4096  # printk lines are < 1 KiB; longer text is cut before matching
 _RSYSLOG_NEWLINE = "#012"  # rsyslog escapes the newlines of multi-line records
 _RECENT = 8  # closed reports per (file, host) kept for late reaper/kill lines
 _REOPEN_WITHIN = 100  # a late kill line may still join a report closed this many lines ago
+MAX_REPORTS = 200  # reports kept per input: the first few and the latest (a flood of headers is no 100k kills)
+KEEP_FIRST = 20  # of those, the first reports of the input, always kept
 
 _Key = tuple[str, str | None]
 
@@ -159,10 +161,14 @@ class KernelReportAssembler:
     lines a report may span at most (task tables of big hosts are long).
     """
 
-    def __init__(self, grace: int = 5, max_idle: int = 300, max_lines: int = 50_000) -> None:
+    def __init__(
+        self, grace: int = 5, max_idle: int = 300, max_lines: int = 50_000, max_reports: int = MAX_REPORTS
+    ) -> None:
         self._grace = grace
         self._max_idle = max_idle
         self._max_lines = max_lines
+        self._max_reports = max(max_reports, KEEP_FIRST + 1)
+        self.dropped = 0  # reports not kept (more than max_reports in one input): the oldest after the first
         self._open: dict[_Key, _Draft] = {}
         self._recent: dict[_Key, deque[_Draft]] = {}
         self._all: list[_Draft] = []
@@ -199,8 +205,15 @@ class KernelReportAssembler:
     def _start(self, line: Line, key: _Key) -> _Draft:
         if key in self._open:
             self._close(key)
-        draft = _Draft(key, len(self._all), line.no, line.no, line.time)
+        seq = self._all[-1].seq + 1 if self._all else 0
+        draft = _Draft(key, seq, line.no, line.no, line.time)
         self._all.append(draft)
+        if len(self._all) > self._max_reports:
+            open_now = {id(d) for d in self._open.values()}
+            at = next((i for i in range(KEEP_FIRST, len(self._all) - 1) if id(self._all[i]) not in open_now), None)
+            if at is not None:
+                del self._all[at]
+                self.dropped += 1
         self._open[key] = draft
         return draft
 

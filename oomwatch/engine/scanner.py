@@ -10,20 +10,28 @@ the report is over (task tables and Mem-Info lines carry no anchors).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from oomwatch.engine.kernel_report import KERNEL_ANCHORS, KernelReportAssembler
+from oomwatch.engine.kernel_report import KEEP_FIRST, KERNEL_ANCHORS, KernelReportAssembler
 from oomwatch.engine.loader import Fingerprint, RuleSet
 from oomwatch.engine.model import Event, InputInfo, Line, OomReport
 from oomwatch.engine.prefilter import make_prefilter
-from oomwatch.engine.prefix import strip_prefix
+from oomwatch.engine.prefix import Prefixed, strip_prefix
 from oomwatch.engine.text import clean_text, split_cr
 
 MAX_LINE = 1 << 20  # bytes of one line that are looked at; the rest is dropped and said
 WINDOW = 64 << 10  # bytes kept of what a file printed last before its failure, and at its end
 MATCH_TIMEOUT = 0.25  # seconds one pattern may spend on one line
 SAMPLE_LINES = 200  # leading lines inspected to tell what kind of log a file is
+MATCH_CACHE = 4096  # distinct line texts whose rule matches are remembered (a repeated line is matched once)
+# report lines (task tables, Mem-Info) read in full per input: ten reports of the biggest hosts
+MAX_REPORT_LINES = 500_000
+MAX_CACHED_LINE = 4096  # bytes (characters) of a line that may be remembered decoded and matched
+MAX_EVENTS_HEAD = 5000  # events of one kind kept from an input's start ...
+MAX_EVENTS_TAIL = 5000  # ... and from its end (the middle of a flood is counted and said)
+MAX_GAVE_UP_NOTES = 5  # lines whose "rule gave up" is said one by one; the rest are counted in one note
 
 
 @dataclass
@@ -99,7 +107,21 @@ class Scanner:
             state.lineno += 1
         elif skipping:
             state.lineno += 1
-        result = ScanResult(file, state.events, state.assembler.finish())
+        if state.gave_up > MAX_GAVE_UP_NOTES:
+            state.notes.append(f"{state.gave_up - MAX_GAVE_UP_NOTES} more rule matches gave up (too long)")
+        if state.report_lines >= MAX_REPORT_LINES:
+            state.notes.append(
+                f"more than {MAX_REPORT_LINES} lines of kernel OOM reports in this input: past them only their "
+                "kill, header and summary lines were read (no task tables)"
+            )
+        reports = state.assembler.finish()
+        if state.assembler.dropped:
+            state.notes.append(
+                f"{state.assembler.dropped + len(reports)} kernel OOM reports in this input: only the first "
+                f"{KEEP_FIRST} and the latest {len(reports) - KEEP_FIRST} were kept"
+            )
+        events = state.all_events()
+        result = ScanResult(file, events, reports)
         result.kernel_share = state.kernel_share
         result.notes = state.notes
         result.before_failure = state.before_failure
@@ -115,9 +137,13 @@ class Scanner:
         asm = state.assembler
         pos, hi = begin, 0
         while pos < stop:
-            if asm.wants_more():
+            if asm.wants_more() and state.report_lines < MAX_REPORT_LINES:
+                state.report_lines += 1
                 end = data.index(b"\n", pos, stop)
-                self._line(data[pos:end], state, block=True)
+                while hi < len(hits) and hits[hi] < pos:
+                    hi += 1
+                # a report line without an anchor (most of a task table) can match no rule
+                self._line(data[pos:end], state, block=True, anchored=hi < len(hits) and hits[hi] < end)
                 if state.mark_seen and state.before_failure is None:
                     state.keep_before(at + pos)
                 state.lineno += 1
@@ -137,7 +163,7 @@ class Scanner:
             state.lineno += 1
             pos = end + 1
 
-    def _line(self, raw: bytes, state: _State, block: bool = False) -> None:
+    def _line(self, raw: bytes, state: _State, block: bool = False, anchored: bool = True) -> None:
         truncated = len(raw) > self.max_line
         if truncated:
             raw = raw[: self.max_line]
@@ -146,35 +172,54 @@ class Scanner:
                 state.notes.append(
                     f"line {state.lineno} is longer than {self.max_line} bytes: only its first part was read"
                 )
-        for segment in split_cr(clean_text(raw)):
-            pre = strip_prefix(segment)
+        for pre, kernel_anchor in state.segments(raw):
             line = Line(state.file, state.lineno, pre.time, pre.text, truncated, pre.kernel, pre.host)
-            if block or any(a in pre.text for a in KERNEL_ANCHORS):
+            if block or kernel_anchor:
                 state.assembler.feed(line)
-            self._match(line, state)
+            if anchored:
+                self._match(line, state)
 
     def _match(self, line: Line, state: _State) -> None:
         text = line.text
+        found = state.matched.get(text)
+        if found is None:
+            found = self._rules_on(text)
+            if len(text) <= MAX_CACHED_LINE:  # a log repeats its lines (floods, retries): remember a few
+                if len(state.matched) >= MATCH_CACHE:
+                    state.matched.clear()
+                state.matched[text] = found
+        matches, gave_up = found
+        for fp, fields in matches:
+            state.add_event(Event(fp.event, fp.id, line, dict(fields)))
+            state.mark_seen = state.mark_seen or fp.event in state.marks
+        for name in gave_up:
+            state.gave_up += 1
+            if state.gave_up <= MAX_GAVE_UP_NOTES:
+                state.notes.append(f"line {line.no}: rule {name} gave up (match took too long)")
+
+    def _rules_on(self, text: str) -> tuple[tuple[tuple[Fingerprint, dict[str, str]], ...], tuple[str, ...]]:
+        """The rules that match ``text`` (one per kind and hint: the one that says most), and the names of
+        those that gave up on it."""
         candidates: dict[str, Fingerprint] = {}
         for anchor, fps in self._by_anchor:
             if anchor in text:
                 for fp in fps:
                     candidates[fp.id] = fp
-        best: dict[tuple[str, str], Event] = {}  # one event per kind (and hint) per line
+        best: dict[tuple[str, str], tuple[Fingerprint, dict[str, str]]] = {}
+        gave_up: list[str] = []
         for fp in sorted(candidates.values(), key=lambda f: self._order[f.id]):
             try:
                 m = fp.pattern.search(text, timeout=MATCH_TIMEOUT)
             except TimeoutError:
-                state.notes.append(f"line {line.no}: rule {fp.name} gave up (match took too long)")
+                gave_up.append(fp.name)
                 continue
             if m is not None:
                 fields = {**fp.fields, **{k: v for k, v in m.groupdict().items() if v is not None}}
                 key = (fp.event, fields.get("hint", ""))
                 # where several rules of a kind match a line, the one that says most wins
-                if key not in best or len(fields) > len(best[key].fields):
-                    best[key] = Event(fp.event, fp.id, line, fields)
-                    state.mark_seen = state.mark_seen or fp.event in state.marks
-        state.events.extend(best.values())
+                if key not in best or len(fields) > len(best[key][1]):
+                    best[key] = (fp, fields)
+        return tuple(best.values()), tuple(gave_up)
 
 
 def _window_lines(file: str, data: bytes, last_no: int, from_start: bool) -> tuple[Line, ...]:
@@ -210,12 +255,61 @@ class _State:
         self.chunk = b""
         self.chunk_at = 0  # offset of the current chunk in the input
         self.events: list[Event] = []
+        self.matched: dict[str, tuple[tuple[tuple[Fingerprint, dict[str, str]], ...], tuple[str, ...]]] = {}
+        self.gave_up = 0  # rule matches that took too long
+        self.decoded: dict[bytes, tuple[tuple[Prefixed, bool], ...]] = {}
+        self.kind_counts: dict[str, int] = {}
+        self.tails: dict[str, deque[Event]] = {}
+        self.events_dropped = 0
+        self.report_lines = 0  # lines given to the report assembler because a report was open
         self.lineno = 1
         self.nbytes = 0
         self.truncated = 0
         self.notes: list[str] = []
         self.sampled = False
         self.kernel_share = 0.0
+
+    def segments(self, raw: bytes) -> tuple[tuple[Prefixed, bool], ...]:
+        """The segments of one line's bytes, prefix stripped, each with whether it holds a kernel anchor;
+        a line seen a moment ago (a flood, a retry loop) is not decoded again."""
+        found = self.decoded.get(raw)
+        if found is None:
+            found = tuple(
+                (pre, any(a in pre.text for a in KERNEL_ANCHORS))
+                for pre in map(strip_prefix, split_cr(clean_text(raw)))
+            )
+            if len(raw) <= MAX_CACHED_LINE:
+                if len(self.decoded) >= MATCH_CACHE:
+                    self.decoded.clear()
+                self.decoded[raw] = found
+        return found
+
+    def add_event(self, event: Event) -> None:
+        """Keep an event: of one kind, the first MAX_EVENTS_HEAD and the latest MAX_EVENTS_TAIL (a line
+        printed a million times is not a million pieces of evidence)."""
+        seen = self.kind_counts.get(event.kind, 0) + 1
+        self.kind_counts[event.kind] = seen
+        if seen <= MAX_EVENTS_HEAD:
+            self.events.append(event)
+            return
+        tail = self.tails.setdefault(event.kind, deque(maxlen=MAX_EVENTS_TAIL))
+        if len(tail) == MAX_EVENTS_TAIL:
+            self.events_dropped += 1
+        tail.append(event)
+
+    def all_events(self) -> list[Event]:
+        """The events kept, in the order of their lines; a note when some were not kept."""
+        if not self.tails:
+            return self.events
+        if self.events_dropped:
+            kinds = ", ".join(sorted(k for k, n in self.kind_counts.items() if n > MAX_EVENTS_HEAD + MAX_EVENTS_TAIL))
+            self.notes.append(
+                f"{self.events_dropped} lines of the same kind ({kinds}) in the middle of this input were not "
+                f"kept: the first {MAX_EVENTS_HEAD} and the latest {MAX_EVENTS_TAIL} of each kind were"
+            )
+        kept = self.events + [ev for tail in self.tails.values() for ev in tail]
+        kept.sort(key=lambda ev: ev.line.no)  # stable: the events of one line keep their order
+        return kept
 
     def keep_before(self, offset: int) -> None:
         """The lines before the failure line that starts at ``offset`` of the input (the current line)."""

@@ -11,6 +11,7 @@ _UNITS = {
     "g": 1024**3, "gb": 1024**3, "gib": 1024**3,
     "t": 1024**4, "tb": 1024**4, "tib": 1024**4,
 }  # fmt: skip
+MAX_SIZE = 1 << 60  # bytes: a size above 1 EiB is garbage (no machine has it), never reported
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -28,8 +29,8 @@ def parse_size(text: str | None, default_unit: str = "") -> int | None:
     factor = _UNITS.get(unit)
     if factor is None:
         return None
-    value = float(m.group(1)) * factor
-    return int(round(value)) if value < 2**63 else None  # a size no machine has (310 nines) is none
+    value = float(m.group(1)) * factor  # never raises: 310 nines are inf
+    return int(round(value)) if value <= MAX_SIZE else None  # a size no machine has is none
 
 
 def human(n: int | None) -> str:

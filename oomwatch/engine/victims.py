@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from oomwatch.engine.jobshape import table_roles
-from oomwatch.engine.model import Event, OomReport, Victim
+from oomwatch.engine.model import Event, Evidence, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES, role_for
 
 # event kinds that name a process that was killed (not merely a failure summary)
@@ -79,6 +79,14 @@ def build_victims(
     by_launcher = launched(events)
     victims: list[Victim] = []
     seen: set[tuple[str, int]] = set()
+    # each pid's first three lines from launchers and kills, indexed once (per report, every event was read)
+    named: dict[int, list[Evidence]] = {}
+    for ev in events:
+        if ev.kind in KILLED_KINDS + RANK_KINDS:
+            for p in dict.fromkeys(_pids(ev.fields.get("pid"))):
+                said = named.setdefault(p, [])
+                if len(said) < 3:
+                    said.append(ev.evidence)
     for rep in reports:
         # no "Killed process" line (cut off, or grep'd away): the selected process is the best guess
         pid = rep.victim_pid if rep.victim_pid is not None else rep.selected_pid
@@ -86,9 +94,7 @@ def build_victims(
             continue
         seen.add(("kernel", pid))
         name = rep.victim_name if rep.victim_pid is not None else rep.selected_name
-        extra = tuple(
-            ev.evidence for ev in events if pid in _pids(ev.fields.get("pid")) and ev.kind in KILLED_KINDS + RANK_KINDS
-        )
+        extra = tuple(named.get(pid, ()))
         role, rank = table_roles(rep, known, ranks, workers, by_launcher).get(pid, (None, None))
         if role is None:
             role, rank = known[pid] if pid in known else (role_for(name, pid, ranks, workers), ranks.get(pid))
