@@ -42,7 +42,7 @@ def read_text_limited(path: Path, limit: int) -> str:
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise OversizedFile(f"larger than {_size(limit)} (a file this big is not a configuration)")
+        raise OversizedFile(f"larger than {_size(limit)}")
     return data.decode("utf-8")
 
 
