@@ -490,7 +490,11 @@ def _load_activities(path: Path, rules: RuleSet) -> None:
     if doc is None:
         return
     _add_parsed(path, rules, doc["activities"], parse_activity, rules.activities, "activities")
-    _add_parsed(path, rules, doc.get("streams") or [], parse_stream, rules.streams, "streams")
+    streams = doc.get("streams") or []
+    if not isinstance(streams, list):
+        rules.errors.append(RuleError(str(path), 1, "`streams` must be a list of stream rules"))
+        streams = []
+    _add_parsed(path, rules, streams, parse_stream, rules.streams, "streams")
     marks = doc.get("kill_marks")
     if marks is not None:
         if not isinstance(marks, list) or not all(isinstance(m, str) for m in marks):

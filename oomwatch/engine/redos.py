@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import re._constants as sre  # noqa: PLC2701 - the parser's own vocabulary
 import re._parser as sre_parse  # noqa: PLC2701
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -41,7 +42,9 @@ def backtracking_problems(pattern: str, ignorecase: bool = False) -> list[str]:
     """Why ``pattern`` can take exponential time, one message per shape found (empty: it cannot)."""
     flags = re.IGNORECASE if ignorecase else 0
     try:
-        parsed = sre_parse.parse(pattern, flags, _State())
+        with warnings.catch_warnings():  # "possible nested set" and the like: the compile already spoke
+            warnings.simplefilter("ignore")
+            parsed = sre_parse.parse(pattern, flags, _State())
     except (re.error, OverflowError, RecursionError) as exc:
         return [f"pattern cannot be checked for backtracking (use the syntax of Python's re): {exc}"]
     problems: list[str] = []

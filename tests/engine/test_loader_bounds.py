@@ -320,3 +320,67 @@ def test_override_from_a_directory_still_replaces_by_id_and_name(tmp_path: Path)
     assert not rules.errors, rules.errors
     assert len(rules.fingerprints) == len(builtin.fingerprints)
     assert rules.fingerprints[0].name == "replaced_by_id"
+
+
+# -- every shape a value of the wrong kind ---------------------------------------------------------------
+
+WRONG = [5, 1.5, True, None, "x", [1], [[1]], {"a": 1}, {"a": [1]}]
+KINDS = {
+    "activities.yaml": ("activities", "_load_activities"),
+    "causes.yaml": ("causes", "_load_causes"),
+    "code.yaml": ("code", "_load_code"),
+    "verdicts.yaml": ("verdicts", "_load_verdicts"),
+    "fingerprints/shm.yaml": ("rules", "_load_fingerprints"),
+    "fingerprints/schedulers.yaml": ("rules", "_load_fingerprints"),
+}
+
+
+def _places(item: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Each key of a rule, and each key one level down (in a mapping, or in a list's first mapping)."""
+    places: list[tuple[str, ...]] = []
+    for key, value in item.items():
+        places.append((key,))
+        if isinstance(value, dict):
+            places += [(key, sub) for sub in value]
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            places += [(key, "0", sub) for sub in value[0]]
+    return places
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_a_value_of_the_wrong_kind_anywhere_in_a_shipped_rule_is_an_error_with_a_reason(
+    tmp_path: Path, name: str
+) -> None:
+    """Seeded: 30 shipped rules of this file, each with one value replaced by one of the wrong kind. Loading
+    and checking the examples never raise, and no error is the catch-all "malformed rule" (each has its reason)."""
+    import yaml
+
+    from oomwatch.engine.activity_rules import check_activity_examples, check_stream_examples
+    from oomwatch.engine.code import check_code_examples
+    from oomwatch.engine.lint import as_scanned, check_examples
+
+    key, function = KINDS[name]
+    doc = yaml.safe_load((loader.builtin_rules_dir() / name).read_text())
+    rng = random.Random(f"12-{name}")
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(30):
+        mutated = yaml.safe_load(yaml.safe_dump(doc))
+        item = rng.choice(mutated[key])
+        place = rng.choice(_places(item))
+        target: Any = item
+        for step in place[:-1]:
+            target = target[int(step)] if step == "0" else target[step]
+        target[place[-1]] = rng.choice(WRONG)
+        path.write_text(yaml.safe_dump(mutated, sort_keys=False))
+        rules = RuleSet()
+        getattr(loader, function)(path, rules)
+        for fp in rules.fingerprints:
+            check_examples(fp)
+        for act in rules.activities:
+            check_activity_examples(act, as_scanned)
+        for stream in rules.streams:
+            check_stream_examples(stream, as_scanned)
+        for code in rules.code:
+            check_code_examples(code)
+        assert not [e for e in rules.errors if "malformed rule" in e.message], (place, target)
