@@ -15,6 +15,7 @@ Example (``deploy/systemd/agent.yaml``)::
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -24,6 +25,9 @@ import yaml
 
 from oomwatch.agent.http import parse_listen
 from oomwatch.errors import ConfigError
+from oomwatch.yamlsafe import OversizedFile, load_bounded, read_text_limited
+
+MAX_CONFIG_BYTES = 1 << 20  # the example config is 400 bytes
 
 
 @dataclass(frozen=True)
@@ -43,18 +47,24 @@ class AgentConfig:
 KEYS = {f.name for f in fields(AgentConfig)}
 
 
+def _shown(value: Any) -> str:
+    """A value as said in an error: its repr, cut short (a value may be a long list or string)."""
+    return reprlib.repr(value)
+
+
 def _number(where: str, key: str, value: Any, low: float, high: float, integer: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
         kind = "an integer" if integer else "a number"
-        raise ConfigError(f"{where}: {key} must be {kind}, not {value!r}")
-    if math.isnan(value) or not low <= value <= high:
-        raise ConfigError(f"{where}: {key} must be between {low:g} and {high:g}, not {value!r}")
+        raise ConfigError(f"{where}: {key} must be {kind}, not {_shown(value)}")
+    # compared as given: an integer of hundreds of digits cannot be made a float
+    if (isinstance(value, float) and math.isnan(value)) or not low <= value <= high:
+        raise ConfigError(f"{where}: {key} must be between {low:g} and {high:g}, not {_shown(value)}")
     return value
 
 
 def validate(values: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Check keys and values; return them converted (paths as Path)."""
-    unknown = sorted(set(values) - KEYS)
+    unknown = sorted(_shown(k) if not isinstance(k, str) else k for k in set(values) - KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})")
     out: dict[str, Any] = {}
@@ -77,11 +87,13 @@ def validate(values: Mapping[str, Any], where: str) -> dict[str, Any]:
             out[key] = int(_number(where, key, value, 0, 100_000, integer=True))
         elif key == "read_code":
             if not isinstance(value, bool):
-                raise ConfigError(f"{where}: read_code must be true or false, not {value!r}")
+                raise ConfigError(f"{where}: read_code must be true or false, not {_shown(value)}")
             out[key] = value
         elif key in ("web_config", "state_dir", "kernel_log"):
             if not isinstance(value, (str, Path)) or not str(value):
-                raise ConfigError(f"{where}: {key} must be a path")
+                raise ConfigError(f"{where}: {key} must be a path, not {_shown(value)}")
+            if "\0" in str(value):
+                raise ConfigError(f"{where}: {key} must be a path, not a string holding a NUL byte")
             out[key] = Path(value)
     return out
 
@@ -90,14 +102,7 @@ def load_config(path: Path | None, flags: Mapping[str, Any]) -> AgentConfig:
     """The file's values (if any), then the flags that were given (not None)."""
     config = AgentConfig()
     if path is not None:
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        data = _read(path)
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -109,3 +114,30 @@ def load_config(path: Path | None, flags: Mapping[str, Any]) -> AgentConfig:
         config = replace(config, **values)
     given = {k: v for k, v in flags.items() if v is not None}
     return replace(config, **validate(given, "command line"))
+
+
+def _read(path: Path) -> Any:
+    """The file's YAML; every way it cannot be had is a ConfigError naming the file, in one line."""
+    try:
+        text = read_text_limited(path, MAX_CONFIG_BYTES)
+    except IsADirectoryError:
+        raise ConfigError(f"cannot read config {path}: it is a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
+    except OversizedFile as exc:
+        raise ConfigError(f"cannot read config {path}: {exc} (a file this big is not a configuration)") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
+    try:
+        return load_bounded(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {_one_line(exc)}") from None
+    except RecursionError:  # the loader bounds nesting; this is the last line of defence
+        raise ConfigError(f"{path}: not valid YAML: nested too deep") from None
+
+
+def _one_line(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem or exc.context}"
+    return " ".join(str(exc).split())

@@ -264,6 +264,9 @@ class Agent:
         except ConfigError as exc:
             log.error("reload failed, keeping the running configuration: %s", exc)
             return
+        except Exception:  # a bug in reading it: still no reason to stop watching the node
+            log.exception("reload failed, keeping the running configuration")
+            return
         old = self.config
         if (new.state_dir, new.kernel_log) != (old.state_dir, old.kernel_log):
             log.warning("state_dir and kernel_log take effect at the next start; still using %s", old.state_dir)

@@ -52,6 +52,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from oomwatch.errors import ConfigError
+from oomwatch.yamlsafe import OversizedFile, load_bounded, read_text_limited
 
 __all__ = ["MetricsServer", "TLSServerConfig", "WebConfig", "load_web_config", "parse_listen"]
 
@@ -67,6 +68,7 @@ TLS_VERSIONS: Mapping[str, ssl.TLSVersion] = MappingProxyType(
     {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
 )
 REALM = "oomwatch"
+MAX_WEB_CONFIG_BYTES = 1 << 20  # users and file names: kilobytes
 
 _TOP_KEYS = ("tls_server_config", "basic_auth_users", "http_server_config")
 _TLS_KEYS = ("cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version")
@@ -148,18 +150,20 @@ class WebConfig:
 def load_web_config(path: Path) -> WebConfig:
     """Read and check a web config file; every problem is a :class:`ConfigError` naming the file and key."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_limited(path, MAX_WEB_CONFIG_BYTES)
     except FileNotFoundError:
         raise ConfigError(f"{path}: web config file not found") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: web config file is a directory") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, OversizedFile) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"{path}: cannot read web config file: {reason}") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_bounded(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_reason(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML: nested too deep") from None
     if data is None:  # an empty file: exporter-toolkit serves plain HTTP without auth
         return WebConfig(path=path)
     if not isinstance(data, dict):

@@ -57,16 +57,23 @@ def _examples(raw: Any, errs: list[str]) -> tuple[list[Any], list[str]]:
     if not isinstance(raw, dict):
         errs.append("examples must be a mapping with `match` (and `no_match`)")
         return [], []
-    match = list(raw.get("match") or [])
-    no_match = [str(x) for x in raw.get("no_match") or [] if isinstance(x, str)]
+    raw_match, raw_no_match = raw.get("match") or [], raw.get("no_match") or []
+    if not isinstance(raw_match, list) or not isinstance(raw_no_match, list):
+        errs.append("examples: `match` and `no_match` must be lists")
+        return [], []
+    match = list(raw_match)
+    no_match = [str(x) for x in raw_no_match if isinstance(x, str)]
     if not match:
         errs.append("at least one `match` example is needed")
     return match, no_match
 
 
 def _compile(text: Any, flags: int, errs: list[str]) -> Any:
+    if not isinstance(text, str):
+        errs.append(f"pattern must be a string, not {type(text).__name__}")
+        return None
     try:
-        return regex.compile(str(text), flags)
+        return regex.compile(text, flags)
     except regex.error as exc:
         errs.append(f"pattern does not compile: {exc}")
         return None

@@ -92,6 +92,11 @@ def parse_cause(item: Any, source: str, verdicts: tuple[str, ...]) -> tuple[Caus
     errs += [f"missing required key {k!r}" for k in required if k not in item]
     if item.get("id") not in CAUSE_IDS:
         errs.append(f"id must be one of {list(CAUSE_IDS)}, not {item.get('id')!r}")
+    for key in ("verdicts", "signals", "unless", "references"):
+        if not isinstance(item.get(key) or [], list):
+            errs.append(f"`{key}` must be a list")
+    if errs:
+        return None, errs
     applies = tuple(str(v) for v in item.get("verdicts") or ())
     errs += [f"unknown verdict {v!r} in `verdicts`" for v in applies if v not in verdicts]
     when, cond_errs = parse_condition(item.get("when", {}))

@@ -83,10 +83,17 @@ def _matcher(raw: Any, errs: list[str]) -> Matcher | None:
     kind = kinds[0]
     pattern = None
     if kind == "text":
+        if not isinstance(raw["text"], str):
+            errs.append(f"text pattern must be a string, not {type(raw['text']).__name__}")
+            return None
         try:
-            pattern = regex.compile(str(raw["text"]))
+            pattern = regex.compile(raw["text"])
         except regex.error as exc:
             errs.append(f"text pattern does not compile: {exc}")
+            return None
+    for key in ("keyword", "without", "keyword_ge"):
+        if not isinstance(raw.get(key) or {}, dict):
+            errs.append(f"{key} must be a mapping of keyword names to values")
             return None
     ge: dict[str, float] = {}
     for k, v in (raw.get("keyword_ge") or {}).items():
@@ -124,8 +131,12 @@ def parse_code_rule(item: Any, source: str) -> tuple[CodeRule | None, list[str]]
         errs.append("`match` needs a non-empty list of matchers")
     matchers = [m for m in (_matcher(r, errs) for r in raw_matchers) if m is not None]
     examples = item["examples"] if isinstance(item["examples"], dict) else {}
-    match = tuple(str(x) for x in examples.get("match") or [])
-    no_match = tuple(str(x) for x in examples.get("no_match") or [])
+    raw_match, raw_no_match = examples.get("match") or [], examples.get("no_match") or []
+    if not isinstance(raw_match, list) or not isinstance(raw_no_match, list):
+        errs.append("examples: `match` and `no_match` must be lists")
+        raw_match, raw_no_match = [], []
+    match = tuple(str(x) for x in raw_match)
+    no_match = tuple(str(x) for x in raw_no_match)
     if not match:
         errs.append("at least one `match` example is needed")
     if errs:

@@ -50,7 +50,11 @@ def lint(rules: RuleSet) -> list[RuleError]:
     errors = list(rules.errors)
     for fp in rules.fingerprints:
         file, _, line = fp.source.rpartition(":")
-        errors.extend(RuleError(file, int(line), f"{fp.id} {fp.name}: {p}") for p in check_examples(fp))
+        try:
+            problems = check_examples(fp)
+        except TimeoutError:
+            problems = [f"an example took more than {EXAMPLE_TIMEOUT:g} s to match: the pattern backtracks"]
+        errors.extend(RuleError(file, int(line), f"{fp.id} {fp.name}: {p}") for p in problems)
     checked = [(a.source, a.id, check_activity_examples(a, as_scanned)) for a in rules.activities]
     checked += [(s.source, s.id, check_stream_examples(s, as_scanned)) for s in rules.streams]
     for source, rule_id, problems in checked:

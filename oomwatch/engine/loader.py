@@ -7,10 +7,12 @@ can report them all at once. Loading never executes anything from the files
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import bisect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import regex
 import yaml
@@ -19,6 +21,11 @@ from oomwatch.engine.activity_rules import Activity, StreamRule, parse_activity,
 from oomwatch.engine.cause_rules import CauseRule, parse_cause
 from oomwatch.engine.code_rules import CodeRule, parse_code_rule
 from oomwatch.engine.conditions import Condition, parse_condition
+from oomwatch.engine.redos import backtracking_problems
+from oomwatch.yamlsafe import BoundedSafeLoader, OversizedFile, load_bounded, read_text_limited
+
+T = TypeVar("T")
+MAX_RULES_FILE_BYTES = 4 << 20  # the largest shipped file is 40 kB; beyond this, parsing alone takes many seconds
 
 FINGERPRINT_KEYS = {
     "id", "name", "status", "description", "references", "event", "anchors",
@@ -94,15 +101,21 @@ class RuleSet:
     errors: list[RuleError] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     defined: dict[str, str] = field(default_factory=dict)  # id or name -> directory, file:line
+    # for each list above, where each id and name is in it: a rule replaces in constant time
+    positions: dict[int, _Positions] = field(default_factory=dict, repr=False, compare=False)
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader that records each mapping's line as the key `__line__`."""
+class _LineLoader(BoundedSafeLoader):
+    """SafeLoader (bounded in depth and alias expansion) that records each mapping's line as the key `__line__`."""
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: no rule key is a list or a mapping
+            raise yaml.constructor.ConstructorError(
+                None, None, "a key must be a plain word, not a list or mapping", key_node.start_mark
+            )
         key = key_node.value
         if key in seen:  # YAML would silently keep the last one
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
@@ -164,10 +177,16 @@ def _load_dir(directory: Path, rules: RuleSet) -> None:
 def _read_yaml(path: Path, rules: RuleSet) -> Any:
     rules.files.append(str(path))
     try:
-        text = path.read_text(encoding="utf-8")
-        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_text_limited(path, MAX_RULES_FILE_BYTES)
+        return load_bounded(text, _LineLoader)
+    except OSError as exc:
+        rules.errors.append(RuleError(str(path), 0, f"cannot read: {exc.strerror or exc}"))
+    except UnicodeDecodeError as exc:
+        rules.errors.append(RuleError(str(path), 0, f"cannot read: not UTF-8 (byte offset {exc.start})"))
+    except OversizedFile as exc:
         rules.errors.append(RuleError(str(path), 0, f"cannot read: {exc}"))
+    except RecursionError:  # the loader bounds nesting: the last line of defence
+        rules.errors.append(RuleError(str(path), 0, "invalid YAML: nested too deep"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 0
@@ -185,9 +204,19 @@ def _load_fingerprints(path: Path, rules: RuleSet) -> None:
         rules.errors.append(RuleError(str(path), 1, "expected a list `rules:`"))
         return
     for item in items:
-        fp = _fingerprint(path, item, rules.errors)
+        fp = _guarded(path, item, rules.errors, partial(_fingerprint, path, item, rules.errors))
         if fp is not None and _unique_in_dir(rules, path, (fp.id, fp.name), fp.source):
-            _replace_or_add(rules.fingerprints, fp)
+            _replace_or_add(rules, rules.fingerprints, fp)
+
+
+def _guarded(path: Path, item: Any, errors: list[RuleError], parse: Callable[[], T]) -> T | None:
+    """``parse()``, where a shape no check foresaw is still an error at the rule's line, never a traceback."""
+    try:
+        return parse()
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+        line = int(item.get("__line__", 0)) if isinstance(item, dict) else 0
+        errors.append(RuleError(str(path), line, f"malformed rule ({type(exc).__name__}: {exc})"))
+        return None
 
 
 def _unique_in_dir(rules: RuleSet, path: Path, keys: tuple[str, ...], source: str) -> bool:
@@ -203,12 +232,45 @@ def _unique_in_dir(rules: RuleSet, path: Path, keys: tuple[str, ...], source: st
     return ok
 
 
-def _replace_or_add(items: list[Any], new: Any) -> None:
-    for i, old in enumerate(items):
-        if old.id == new.id or getattr(old, "name", None) == getattr(new, "name", object()):
-            items[i] = new
-            return
-    items.append(new)
+def _keys(rule: Any) -> list[tuple[str, Any]]:
+    keys: list[tuple[str, Any]] = [("id", rule.id)]
+    if hasattr(rule, "name"):
+        keys.append(("name", rule.name))
+    return keys
+
+
+@dataclass
+class _Positions:
+    """Where each id and name is in one list of rules (sorted indexes: the first one replaces)."""
+
+    size: int = 0
+    at: dict[tuple[str, Any], list[int]] = field(default_factory=dict)
+
+    def add(self, rule: Any, i: int) -> None:
+        for key in _keys(rule):
+            bisect.insort(self.at.setdefault(key, []), i)
+
+
+def _replace_or_add(rules: RuleSet, items: list[Any], new: Any) -> None:
+    """The first rule in ``items`` with ``new``'s id or name is replaced by it, else it is added.
+
+    Each id and name is looked up, not searched for: merging n rules takes time in n, not n**2."""
+    positions = rules.positions.get(id(items))
+    if positions is None or positions.size != len(items):  # first use, or the list was changed elsewhere
+        positions = rules.positions[id(items)] = _Positions()
+        for i, rule in enumerate(items):
+            positions.add(rule, i)
+    found = [positions.at[key][0] for key in _keys(new) if positions.at.get(key)]
+    if not found:
+        positions.add(new, len(items))
+        items.append(new)
+    else:
+        i = min(found)
+        for key in _keys(items[i]):
+            positions.at[key].remove(i)
+        positions.add(new, i)
+        items[i] = new
+    positions.size = len(items)
 
 
 def _fingerprint(path: Path, item: Any, errors: list[RuleError]) -> Fingerprint | None:
@@ -228,6 +290,26 @@ def _fingerprint(path: Path, item: Any, errors: list[RuleError]) -> Fingerprint 
             err(f"missing required key {key!r}")
     if len(errors) > before:
         return None
+    for key in ("id", "name", "description", "event", "pattern"):
+        if not isinstance(item[key], str):
+            err(f"{key} must be a string, not {_kind(item[key])}")
+    flags = item.get("flags") or []
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        err(f"flags must be a list of words (known: ignorecase), not {_kind(flags)}")
+        flags = []
+    consts = item.get("fields") or {}
+    if not isinstance(consts, dict):
+        err(f"fields must be a mapping of names to values, not {_kind(consts)}")
+        consts = {}
+    elif not all(isinstance(v, (str, int, float)) for k, v in consts.items() if k != "__line__"):
+        err("fields: each value must be a string or a number")
+        consts = {}
+    references = item.get("references") or []
+    if not isinstance(references, list) or not all(isinstance(r, str) for r in references):
+        err(f"references must be a list of strings, not {_kind(references)}")
+        references = []
+    if len(errors) > before:
+        return None
     status = str(item.get("status", "stable"))
     if status not in STATUSES:
         err(f"status must be one of {sorted(STATUSES)}, not {status!r}")
@@ -235,7 +317,6 @@ def _fingerprint(path: Path, item: Any, errors: list[RuleError]) -> Fingerprint 
     if not (isinstance(anchors, list) and anchors and all(isinstance(a, str) and a for a in anchors)):
         err("anchors must be a non-empty list of non-empty strings")
         anchors = []
-    flags = item.get("flags") or []
     re_flags = regex.V0
     for flag in flags:
         if flag == "ignorecase":
@@ -243,14 +324,12 @@ def _fingerprint(path: Path, item: Any, errors: list[RuleError]) -> Fingerprint 
         else:
             err(f"unknown flag {flag!r} (known: ignorecase)")
     try:
-        pattern = regex.compile(str(item["pattern"]), re_flags)
+        pattern = regex.compile(item["pattern"], re_flags)
     except regex.error as exc:
         err(f"pattern does not compile: {exc}")
         return None
-    consts = item.get("fields") or {}
-    if not isinstance(consts, dict):
-        err("fields must be a mapping")
-        consts = {}
+    for problem in backtracking_problems(item["pattern"], bool(re_flags & regex.IGNORECASE)):
+        err(problem)
     consts = {str(k): str(v) for k, v in consts.items() if k != "__line__"}
     match, no_match = _examples(item["examples"], line, err)
     if len(errors) > before:
@@ -260,7 +339,7 @@ def _fingerprint(path: Path, item: Any, errors: list[RuleError]) -> Fingerprint 
         name=str(item["name"]),
         status=status,
         description=str(item["description"]),
-        references=tuple(str(r) for r in item.get("references") or ()),
+        references=tuple(references),
         event=str(item["event"]),
         anchors=tuple(anchors),
         pattern=pattern,
@@ -271,21 +350,34 @@ def _fingerprint(path: Path, item: Any, errors: list[RuleError]) -> Fingerprint 
     )
 
 
+def _kind(value: Any) -> str:
+    kinds = {dict: "a mapping", list: "a list", str: "a string", bool: "true/false", int: "a number", float: "a number"}
+    return kinds.get(type(value), "nothing" if value is None else type(value).__name__)
+
+
 def _examples(raw: Any, line: int, err: Any) -> tuple[tuple[Example, ...], tuple[Example, ...]]:
     if not isinstance(raw, dict):
         err("examples must be a mapping with `match` and `no_match`")
         return (), ()
     at = int(raw.get("__line__", line))
     match: list[Example] = []
-    for ex in raw.get("match") or []:
+    raw_match, raw_no_match = raw.get("match") or [], raw.get("no_match") or []
+    if not isinstance(raw_match, list) or not isinstance(raw_no_match, list):
+        err("examples: `match` and `no_match` must be lists", at)
+        return (), ()
+    for ex in raw_match:
         if isinstance(ex, dict) and isinstance(ex.get("text"), str):
-            fields = {str(k): str(v) for k, v in (ex.get("fields") or {}).items() if k != "__line__"}
+            ex_fields = ex.get("fields") or {}
+            if not isinstance(ex_fields, dict):
+                err(f"an example's fields must be a mapping, not {_kind(ex_fields)}", int(ex.get("__line__", at)))
+                continue
+            fields = {str(k): str(v) for k, v in ex_fields.items() if k != "__line__"}
             match.append(Example(ex["text"], fields, int(ex.get("__line__", at))))
         elif isinstance(ex, str):
             match.append(Example(ex, {}, at))
         else:
             err("each match example is a string or a mapping with `text`", at)
-    no_match = [Example(ex, {}, at) for ex in raw.get("no_match") or [] if isinstance(ex, str)]
+    no_match = [Example(ex, {}, at) for ex in raw_no_match if isinstance(ex, str)]
     if not match:
         err("a rule needs at least one `match` example", at)
     return tuple(match), tuple(no_match)
@@ -300,35 +392,44 @@ def _load_verdicts(path: Path, rules: RuleSet) -> None:
         rules.errors.append(RuleError(str(path), 1, "expected a list `verdicts:`"))
         return
     for item in items:
-        if not isinstance(item, dict):
-            rules.errors.append(RuleError(str(path), 0, "a verdict rule must be a mapping"))
-            continue
-        line = int(item.get("__line__", 0))
-        errs = [f"unknown key {k!r}" for k in sorted(set(item) - VERDICT_KEYS - {"__line__"})]
-        errs += [f"missing required key {k!r}" for k in ("id", "verdict", "when", "summary") if k not in item]
-        if item.get("verdict") not in VERDICTS:
-            errs.append(f"verdict must be one of {list(VERDICTS)}, not {item.get('verdict')!r}")
-        cond = None
-        if "when" in item:
-            cond, cond_errs = parse_condition(item["when"])
-            errs += cond_errs
-        rules.errors.extend(RuleError(str(path), line, e) for e in errs)
-        if errs or cond is None:
-            continue
-        if not _unique_in_dir(rules, path, (str(item["id"]),), f"{path}:{line}"):
-            continue
-        _replace_or_add(
-            rules.verdicts,
-            VerdictRule(
-                id=str(item["id"]),
-                verdict=str(item["verdict"]),
-                confirmed=bool(item.get("confirmed", False)),
-                when=cond,
-                summary=str(item["summary"]),
-                next_steps=tuple(str(s) for s in item.get("next_steps") or ()),
-                source=f"{path}:{line}",
-            ),
-        )
+        _guarded(path, item, rules.errors, partial(_add_verdict, path, item, rules))
+
+
+def _add_verdict(path: Path, item: Any, rules: RuleSet) -> None:
+    if not isinstance(item, dict):
+        rules.errors.append(RuleError(str(path), 0, "a verdict rule must be a mapping"))
+        return
+    line = int(item.get("__line__", 0))
+    errs = [f"unknown key {k!r}" for k in sorted(set(item) - VERDICT_KEYS - {"__line__"})]
+    errs += [f"missing required key {k!r}" for k in ("id", "verdict", "when", "summary") if k not in item]
+    if item.get("verdict") not in VERDICTS:
+        errs.append(f"verdict must be one of {list(VERDICTS)}, not {item.get('verdict')!r}")
+    cond = None
+    if "when" in item:
+        cond, cond_errs = parse_condition(item["when"])
+        errs += cond_errs
+    if not isinstance(item.get("next_steps") or [], list):
+        errs.append(f"next_steps must be a list of strings, not {_kind(item['next_steps'])}")
+    if not isinstance(item.get("confirmed", False), bool):
+        errs.append(f"confirmed must be true or false, not {_kind(item['confirmed'])}")
+    rules.errors.extend(RuleError(str(path), line, e) for e in errs)
+    if errs or cond is None:
+        return
+    if not _unique_in_dir(rules, path, (str(item["id"]),), f"{path}:{line}"):
+        return
+    _replace_or_add(
+        rules,
+        rules.verdicts,
+        VerdictRule(
+            id=str(item["id"]),
+            verdict=str(item["verdict"]),
+            confirmed=bool(item.get("confirmed", False)),
+            when=cond,
+            summary=str(item["summary"]),
+            next_steps=tuple(str(s) for s in item.get("next_steps") or ()),
+            source=f"{path}:{line}",
+        ),
+    )
 
 
 def _document(path: Path, rules: RuleSet, key: str) -> dict[str, Any] | None:
@@ -346,10 +447,28 @@ def _add_parsed(path: Path, rules: RuleSet, items: list[Any], parse: Any, into: 
     """Parse each item (``parse(item, "file:line")`` gives the rule or None, and its errors) into ``into``."""
     for item in items:
         line = int(item.get("__line__", 0)) if isinstance(item, dict) else 0
-        rule, errs = parse(item, f"{path}:{line}")
+        parsed = _guarded(path, item, rules.errors, partial(parse, item, f"{path}:{line}"))
+        if parsed is None:
+            continue
+        rule, errs = parsed
+        if rule is not None:
+            errs = [*errs, *(p for pat in _patterns(rule) for p in backtracking_problems(pat.pattern, _icase(pat)))]
+            rule = None if errs else rule
         rules.errors.extend(RuleError(str(path), line, e) for e in errs)
         if rule is not None and _unique_in_dir(rules, path, (f"{kind}:{rule.id}",), rule.source):
-            _replace_or_add(into, rule)
+            _replace_or_add(rules, into, rule)
+
+
+def _patterns(rule: Any) -> list[Any]:
+    """The compiled patterns a rule searches text with (an activity's, a stream's, a code rule's `text`)."""
+    if isinstance(rule, CodeRule):
+        return [m.pattern for m in rule.matchers if m.pattern is not None]
+    pattern = getattr(rule, "pattern", None)
+    return [pattern] if pattern is not None else []
+
+
+def _icase(pattern: Any) -> bool:
+    return bool(pattern.flags & regex.IGNORECASE)
 
 
 def _load_causes(path: Path, rules: RuleSet) -> None:
@@ -371,7 +490,11 @@ def _load_activities(path: Path, rules: RuleSet) -> None:
     if doc is None:
         return
     _add_parsed(path, rules, doc["activities"], parse_activity, rules.activities, "activities")
-    _add_parsed(path, rules, doc.get("streams") or [], parse_stream, rules.streams, "streams")
+    streams = doc.get("streams") or []
+    if not isinstance(streams, list):
+        rules.errors.append(RuleError(str(path), 1, "`streams` must be a list of stream rules"))
+        streams = []
+    _add_parsed(path, rules, streams, parse_stream, rules.streams, "streams")
     marks = doc.get("kill_marks")
     if marks is not None:
         if not isinstance(marks, list) or not all(isinstance(m, str) for m in marks):
