@@ -43,14 +43,14 @@ def _host_paths(proc_root: Path, sys_root: Path) -> HostPaths:
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(path_type=Path),  # checked when read: one line, the same at start and on SIGHUP
+    type=click.Path(readable=False, path_type=Path),  # checked when read: one line, at start and on SIGHUP
     default=None,
     help="A YAML file with listen, interval, pss_budget, top_n, web_config, state_dir, kernel_log, read_code; "
     "flags win over it. Re-read on SIGHUP (state_dir and kernel_log: at the next start).",
 )
 @click.option(
     "--web-config",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(readable=False, path_type=Path),  # checked when read, like --config
     default=None,
     help="TLS and basic auth for /metrics, in the Prometheus exporters' web config format "
     "(see deploy/web-config.example.yaml).",

@@ -92,13 +92,30 @@ def test_load_config_refuses_each_bad_shape_with_an_error(tmp_path: Path, shape:
 
 
 def test_an_unreadable_config_is_an_error(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root reads a file of mode 0")
     path = tmp_path / "agent.yaml"
     path.write_text("interval: 1\n")
     path.chmod(0)
-    with pytest.raises(ConfigError, match="cannot read config .*Permission denied"):
-        load_config(path, {})
+    if os.geteuid() != 0:
+        with pytest.raises(ConfigError, match="cannot read config .*Permission denied"):
+            load_config(path, {})
+        return
+    # root reads a file of mode 0: the agent started as root without the capabilities that override file
+    # modes (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH) meets it as an unprivileged one would
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, require_tool
+
+    setpriv = require_tool("setpriv", "Debian: util-linux")
+    drop = "-dac_override,-dac_read_search"
+    done = subprocess.run(
+        [setpriv, f"--bounding-set={drop}", f"--inh-caps={drop}", sys.executable, "-m", "oomwatch", "agent",
+         "--config", str(path), "--listen", "127.0.0.1:0"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot read config" in lines[0] and "Permission denied" in lines[0], lines
 
 
 @pytest.mark.parametrize("shape", ["latin1_byte", "deep_flow", "billion_laughs", "huge_file", "a_directory", "fifo"])
