@@ -36,6 +36,6 @@ def line_kill_id(lines: list[str], pid: int) -> str:
     return f"line:{digest}:{pid}"
 
 
-def agent_kill_id(kind: str, boot: str, pid: int, started: float | int | None = None) -> str:
-    """A kill the agent saw without a kernel report (``kind``: exit, counter): one per process."""
-    return f"{kind}:{boot or 'unknown-boot'}:{pid}:{started if started is not None else ''}"
+def agent_kill_id(kind: str, boot: str, pid: int) -> str:
+    """A kill the agent saw without a kernel report (``kind``: exit, counter): one per process and boot."""
+    return f"{kind}:{boot or 'unknown-boot'}:{pid}"
