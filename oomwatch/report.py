@@ -11,7 +11,7 @@ import json
 import textwrap
 
 from oomwatch.engine.diagnosis import Diagnosis
-from oomwatch.engine.model import Cause, Evidence
+from oomwatch.engine.model import Cause, Evidence, OomReport
 from oomwatch.engine.sizes import human
 from oomwatch.textsafe import code_fence, code_span, escape_controls, markdown_text
 
@@ -97,6 +97,7 @@ def render_text(d: Diagnosis) -> str:
             out.extend(_cause_text(i, c))
     else:
         out.extend(_undetermined_text(d))
+    out.extend(_aside_text(d))
     if d.notes:
         out.append("Notes:")
         out.extend(f"  - {n}" for n in d.notes)
@@ -108,6 +109,51 @@ def render_text(d: Diagnosis) -> str:
     read = ", ".join(f"{i.file} ({i.lines} lines)" for i in d.inputs)
     out.append(f"Read: {read}")
     return "\n".join(escape_controls(line) for line in out) + "\n"
+
+
+def _other_kill(r: OomReport) -> str:
+    """One kill set aside, in a line: when, whom, where, under which limit."""
+    pid = r.victim_pid if r.victim_pid is not None else r.selected_pid
+    name = r.victim_name if r.victim_pid is not None else r.selected_name
+    parts = [r.time or "time not given", f"pid {pid}" + (f" ({name})" if name else "")]
+    if r.anon_rss_bytes is not None:
+        parts.append(f"{human(r.anon_rss_bytes)} anonymous")
+    cgroup = r.oom_memcg or r.task_memcg
+    if r.constraint == "memcg" or r.oom_memcg:
+        limit = f", limit {human(r.memcg_limit_bytes)}" if r.memcg_limit_bytes is not None else ""
+        parts.append(f"cgroup {cgroup or '(not named)'}{limit}")
+    else:
+        parts.append("host RAM" + (f", in {cgroup}" if cgroup else ""))
+    if r.host:
+        parts.append(f"host {r.host}")
+    return ", ".join(parts) + f" [{r.file}:{r.last_line}]"
+
+
+def _aside_text(d: Diagnosis) -> list[str]:
+    out: list[str] = []
+    if d.other_kills:
+        out.append("Other OOM kills in these inputs (not this failure's):")
+        out.extend(f"  - {_other_kill(r)}" for r in d.other_kills)
+        out.append("")
+    if d.set_aside:
+        out.append("Inputs set aside (another failure's; `oomwatch diagnose --each` reads each alone):")
+        out.extend(f"  - {f}: {why}" for f, why in d.set_aside)
+        out.append("")
+    return out
+
+
+def _aside_markdown(d: Diagnosis) -> list[str]:
+    md = markdown_text
+    out: list[str] = []
+    if d.other_kills:
+        out.extend(["**Other OOM kills in these inputs** (not this failure's)", ""])
+        out.extend(f"- {md(_other_kill(r))}" for r in d.other_kills)
+        out.append("")
+    if d.set_aside:
+        out.extend(["**Inputs set aside** (another failure's; `oomwatch diagnose --each` reads each alone)", ""])
+        out.extend(f"- {code_span(f)}: {md(why)}" for f, why in d.set_aside)
+        out.append("")
+    return out
 
 
 def _split(d: Diagnosis) -> tuple[list[Cause], Cause | None]:
@@ -201,6 +247,7 @@ def render_markdown(d: Diagnosis) -> str:
             out.extend(["To tell the causes apart, collect:", ""])
             out.extend(f"- {md(r.removeprefix('collect '))}" for r in collect.reasons)
             out.append("")
+    out.extend(_aside_markdown(d))
     if d.notes:
         out.extend(f"> {md(n)}" for n in d.notes)
         out.append("")

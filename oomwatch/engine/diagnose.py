@@ -11,6 +11,7 @@ from oomwatch.engine.facts import agent_facts, compute_facts, hint_names
 from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program
 from oomwatch.engine.scanner import ScanResult
+from oomwatch.engine.selection import inside, select_reports
 from oomwatch.engine.verdict import choose, render, template_values
 from oomwatch.engine.victims import build_victims
 
@@ -32,6 +33,11 @@ def diagnose(
     ``program``: the code that ran (the training script and its command line)."""
     events = [ev for s in scans for ev in s.events]
     reports = [r for s in scans for r in s.reports]
+    seen_live = [*(known or {}), *(v.pid for v in (observed.victims if observed is not None else ()) if v.pid)]
+    chosen = select_reports(reports, events, seen_live)
+    if chosen.others:  # older kills of other programs: listed, never mixed into this failure
+        reports = list(chosen.job)
+        events = [ev for ev in events if not (ev.line.kernel and inside(ev, chosen.others))]
     victims = build_victims(reports, events, known)
     if observed is not None:
         seen = {v.pid for v in victims if v.pid is not None}
@@ -56,6 +62,8 @@ def diagnose(
     determined = is_determined(causes, rules.decide, refines) if causes else None
     if not determined and causes:
         causes = with_what_to_collect(causes, rules.causes, facts, live)
+    if chosen.others:
+        notes.append(_others_note(chosen.how, len(chosen.others)))
     for s in scans:
         notes.extend(f"{s.file}: {n}" for n in s.notes)
     return Diagnosis(
@@ -72,6 +80,20 @@ def diagnose(
         evidence=evidence,
         facts=facts,
         cause_determined=determined,
+        other_kills=chosen.others,
+    )
+
+
+def _others_note(how: str, count: int) -> str:
+    which = {
+        "pid": "the kill of the pid the job's own lines name",
+        "host": "the latest kill on the host the job's lines came from",
+    }.get(how, "the latest kill, as no line of the job named its pid")
+    kills = "kill" if count == 1 else "kills"
+    verb = "is" if count == 1 else "are"
+    return (
+        f"This diagnosis is about {which}; {count} other OOM {kills} in these inputs (other cgroups or "
+        f"times) {verb} listed apart and left out of the victims and causes."
     )
 
 

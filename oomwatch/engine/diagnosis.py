@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from oomwatch.engine.model import Cause, Event, Evidence, InputInfo, Victim
+from oomwatch.engine.model import Cause, Event, Evidence, InputInfo, OomReport, Victim
 
 SCHEMA_ID = "oomwatch.diagnosis/v1"
+REVISION = 2  # keys added within v1 (2: other_kills, set_aside); none removed or renamed
 MAX_EVENTS = 200  # events listed in the JSON; the count of all is kept
 
 
@@ -28,6 +29,10 @@ class Diagnosis:
     # whether the top cause stands out (rules/causes.yaml `decide`); when not, `causes` are candidates
     # and the last one, `unknown`, says what to collect to tell them apart; None: no cause applies
     cause_determined: bool | None = True
+    # kernel OOM kills in the inputs that are not this failure's (other cgroups, other times): listed only
+    other_kills: tuple[OomReport, ...] = ()
+    # inputs left out as another failure's: (input, why)
+    set_aside: tuple[tuple[str, str], ...] = ()
 
     @property
     def top_cause(self) -> Cause | None:
@@ -37,6 +42,7 @@ class Diagnosis:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA_ID,
+            "revision": REVISION,
             "verdict": self.verdict,
             "confirmed": self.confirmed,
             "summary": self.summary,
@@ -50,7 +56,25 @@ class Diagnosis:
             "notes": list(self.notes),
             "rule": self.rule,
             "inputs": [i.to_json() for i in self.inputs],
+            "other_kills": [other_kill_json(r) for r in self.other_kills],
+            "set_aside": [{"file": f, "reason": why} for f, why in self.set_aside],
         }
+
+
+def other_kill_json(r: OomReport) -> dict[str, Any]:
+    """A kill set aside: when, whom, where, under which limit, and the line that says so."""
+    return {
+        "time": r.time,
+        "pid": r.victim_pid if r.victim_pid is not None else r.selected_pid,
+        "name": r.victim_name if r.victim_pid is not None else r.selected_name,
+        "constraint": r.constraint,
+        "cgroup": r.oom_memcg or r.task_memcg,
+        "limit_bytes": r.memcg_limit_bytes,
+        "anon_rss_bytes": r.anon_rss_bytes,
+        "host": r.host,
+        "file": r.file,
+        "line": r.last_line,
+    }
 
 
 def _event_json(e: Event) -> dict[str, Any]:

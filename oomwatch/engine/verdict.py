@@ -40,7 +40,9 @@ def describe_victim(v: Victim | None) -> str:
 
 def template_values(victims: Sequence[Victim], reports: Sequence[OomReport]) -> dict[str, str]:
     first = victims[0] if victims else None
-    rep = next((r for r in reports if r.constraint == "memcg"), None)
+    # the limit and cgroup of the first victim's own report: never another kill's
+    mine = [r for r in reports if first is not None and first.pid is not None and first.pid == r.victim_pid]
+    rep = next((r for r in (*mine, *reports) if r.constraint == "memcg"), None)
     limit = ""
     if rep is not None and rep.memcg_limit_bytes is not None:
         limit = f" ({human(rep.memcg_limit_bytes)})"

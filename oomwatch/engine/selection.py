@@ -1,0 +1,125 @@
+"""Which of the kernel's OOM kills in the inputs are the job's (pure).
+
+A whole ``dmesg`` of a busy node holds many OOM reports: the job's kill and older kills of other
+programs and jobs. The diagnosis is about the kill the job's own lines point to: a pid a launcher,
+the DataLoader or a shell names as killed (or that was sampled live), else a kill on a host the
+job's lines came from, else the latest kill. Kills that are the same failure as that one stay
+with it: the same memory cgroup hit its limit, the victim was in the same cgroup, or (global
+OOMs) the node ran out again within a minute. Every other kill is set aside: it is listed, never
+mixed into the victims, the facts or the causes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from oomwatch.engine.clock import moment
+from oomwatch.engine.model import Event, OomReport
+
+__all__ = ["Selection", "select_reports", "inside"]
+
+# event kinds whose pid is a process of the job that died (engine.victims names the same kinds)
+NAMING_KINDS = frozenset({
+    "dataloader_worker_killed", "dataloader_worker_exited", "sigkill", "launcher_failure", "shell_killed",
+    "exit_137", "bus_error", "userspace_oom_kill", "k8s_oomkilled", "docker_oomkilled", "unit_oom_kill",
+})  # fmt: skip
+SAME_EPISODE_SECONDS = 60.0  # global OOM kills this close together are one shortage of the node's RAM
+_ROOTS = frozenset({"", "/", "/user.slice", "/system.slice", "/kubepods", "/kubepods.slice"})
+
+
+@dataclass(frozen=True)
+class Selection:
+    job: tuple[OomReport, ...]  # the job's reports (kills and fragments), in input order
+    others: tuple[OomReport, ...]  # the kills set aside, in input order
+    how: str = ""  # how the job's kill was found: "pid", "host", "latest"; "" when there was no choice
+
+
+def _pid(r: OomReport) -> int | None:
+    return r.victim_pid if r.victim_pid is not None else r.selected_pid
+
+
+def _pids(text: str | None) -> list[int]:
+    if not text:
+        return []
+    return [int(p) for p in text.replace(",", " ").split() if p.isascii() and p.isdigit() and len(p) <= 10]
+
+
+def named_pids(events: Iterable[Event]) -> set[int]:
+    """Pids the job's own lines name as a process that died (never a kernel line's)."""
+    found: set[int] = set()
+    for ev in events:
+        if ev.kind in NAMING_KINDS and not ev.line.kernel:
+            found.update(_pids(ev.fields.get("pid")))
+    return found
+
+
+def inside(ev: Event, reports: Iterable[OomReport]) -> bool:
+    """The event's line is one of these reports' lines."""
+    return any(r.file == ev.line.file and r.first_line <= ev.line.no <= r.last_line for r in reports)
+
+
+def select_reports(reports: Sequence[OomReport], events: Sequence[Event], known: Iterable[int] = ()) -> Selection:
+    """``known``: pids of the job seen live (``oomwatch run``, the agent)."""
+    kills = [r for r in reports if _pid(r) is not None]
+    if len(kills) <= 1:
+        return Selection(tuple(reports), ())
+    pids = named_pids(events) | set(known)
+    anchors = [r for r in kills if _pid(r) in pids]
+    how = "pid"
+    if not anchors:
+        hosts = {ev.line.host for ev in events if ev.line.host and not ev.line.kernel}
+        on_host = [r for r in kills if r.host in hosts]
+        how = "host" if on_host else "latest"
+        anchors = [_latest(on_host or kills)]
+    job = list(anchors)
+    grew = True
+    while grew:  # chains: a kill close to one that is the job's is the job's
+        grew = False
+        for r in kills:
+            if r not in job and any(_same_failure(r, a) for a in job):
+                job.append(r)
+                grew = True
+    fragments = [r for r in reports if _pid(r) is None and any(_same_failure(r, a) for a in job)]
+    chosen = {id(r) for r in (*job, *fragments)}
+    return Selection(
+        job=tuple(r for r in reports if id(r) in chosen),
+        others=tuple(r for r in kills if id(r) not in chosen),
+        how=how,
+    )
+
+
+def _latest(kills: Sequence[OomReport]) -> OomReport:
+    """By time when every kill has one on the same clock, else the last in the inputs."""
+    times = [moment(r.time) for r in kills]
+    if all(t is not None for t in times) and len({t[0] for t in times if t is not None}) == 1:
+        return max(zip(kills, times, strict=True), key=lambda kt: kt[1][1] if kt[1] else 0.0)[0]
+    return kills[-1]
+
+
+def _cgroup(path: str | None) -> str | None:
+    return path if path is not None and path.rstrip("/") not in _ROOTS else None
+
+
+def _same_failure(r: OomReport, a: OomReport) -> bool:
+    """Nothing tells the two kills apart: no two cgroups, hosts or kinds of OOM, no times far apart."""
+    mine, theirs = _cgroup(r.oom_memcg), _cgroup(a.oom_memcg)
+    if mine is not None and theirs is not None:
+        return mine == theirs  # one cgroup's limit hit again (or a fragment of its report), or two limits
+    if _cgroup(r.task_memcg) is not None and r.task_memcg == a.task_memcg:
+        return True  # the victims lived in one cgroup
+    kinds = {_kind(r), _kind(a)}
+    if "memcg" in kinds and "global" in kinds:
+        return False
+    ta, tr = moment(a.time), moment(r.time)
+    if ta is not None and tr is not None and ta[0] == tr[0]:
+        return abs(ta[1] - tr[1]) <= SAME_EPISODE_SECONDS  # on two nodes too: a job's nodes ran out together
+    if r.host is not None and a.host is not None and r.host != a.host:
+        return False
+    return r.file == a.file  # no times to tell: one file's kills of one kind are one shortage
+
+
+def _kind(r: OomReport) -> str | None:
+    if r.constraint == "memcg" or r.oom_memcg is not None:
+        return "memcg"
+    return "global" if r.constraint == "global" else None
