@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+from oomwatch.engine.clock import moment
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Cause, Evidence, OomReport
 from oomwatch.engine.sizes import human
@@ -111,11 +112,27 @@ def render_text(d: Diagnosis) -> str:
     return "\n".join(escape_controls(line) for line in out) + "\n"
 
 
+MAX_OTHER_KILLS = 10  # kills set aside shown in text and Markdown (the latest); JSON has every one
+
+
+def _when(time: str | None) -> str:
+    if not time:
+        return "time not given"
+    t = moment(time)
+    return f"{t[1]:.0f} s after boot" if t is not None and t[0] == "uptime" else time
+
+
+def _latest_others(d: Diagnosis) -> tuple[list[OomReport], str]:
+    shown = list(d.other_kills[-MAX_OTHER_KILLS:])
+    more = len(d.other_kills) - len(shown)
+    return shown, (f"and {more} more before these (JSON other_kills lists every one)" if more else "")
+
+
 def _other_kill(r: OomReport) -> str:
     """One kill set aside, in a line: when, whom, where, under which limit."""
     pid = r.victim_pid if r.victim_pid is not None else r.selected_pid
     name = r.victim_name if r.victim_pid is not None else r.selected_name
-    parts = [r.time or "time not given", f"pid {pid}" + (f" ({name})" if name else "")]
+    parts = [_when(r.time), f"pid {pid}" + (f" ({name})" if name else "")]
     if r.anon_rss_bytes is not None:
         parts.append(f"{human(r.anon_rss_bytes)} anonymous")
     cgroup = r.oom_memcg or r.task_memcg
@@ -132,8 +149,11 @@ def _other_kill(r: OomReport) -> str:
 def _aside_text(d: Diagnosis) -> list[str]:
     out: list[str] = []
     if d.other_kills:
+        shown, more = _latest_others(d)
         out.append("Other OOM kills in these inputs (not this failure's):")
-        out.extend(f"  - {_other_kill(r)}" for r in d.other_kills)
+        out.extend(f"  - {_other_kill(r)}" for r in shown)
+        if more:
+            out.append(f"  - {more}")
         out.append("")
     if d.set_aside:
         out.append("Inputs set aside (another failure's; `oomwatch diagnose --each` reads each alone):")
@@ -147,7 +167,10 @@ def _aside_markdown(d: Diagnosis) -> list[str]:
     out: list[str] = []
     if d.other_kills:
         out.extend(["**Other OOM kills in these inputs** (not this failure's)", ""])
-        out.extend(f"- {md(_other_kill(r))}" for r in d.other_kills)
+        shown, more = _latest_others(d)
+        out.extend(f"- {md(_other_kill(r))}" for r in shown)
+        if more:
+            out.append(f"- {md(more)}")
         out.append("")
     if d.set_aside:
         out.extend(["**Inputs set aside** (another failure's; `oomwatch diagnose --each` reads each alone)", ""])

@@ -2,8 +2,8 @@
 
 A whole ``dmesg`` of a busy node holds many OOM reports: the job's kill and older kills of other
 programs and jobs. The diagnosis is about the kill the job's own lines point to: a pid a launcher,
-the DataLoader or a shell names as killed (or that was sampled live), else a kill on a host the
-job's lines came from, else the latest kill. Kills that are the same failure as that one stay
+the DataLoader or a shell names as killed (or that was sampled live), else the kill closest in time
+to the job's first failure line (on a host its lines came from, when they say), else the latest. Kills that are the same failure as that one stay
 with it: the same memory cgroup hit its limit, the victim was in the same cgroup, or (global
 OOMs) the node ran out again within a minute. Every other kill is set aside: it is listed, never
 mixed into the victims, the facts or the causes.
@@ -24,6 +24,7 @@ NAMING_KINDS = frozenset({
     "dataloader_worker_killed", "dataloader_worker_exited", "sigkill", "launcher_failure", "shell_killed",
     "exit_137", "bus_error", "userspace_oom_kill", "k8s_oomkilled", "docker_oomkilled", "unit_oom_kill",
 })  # fmt: skip
+NEAR_SECONDS = 600.0  # a launcher reports a rank's death within minutes of the kill
 SAME_EPISODE_SECONDS = 60.0  # global OOM kills this close together are one shortage of the node's RAM
 _ROOTS = frozenset({"", "/", "/user.slice", "/system.slice", "/kubepods", "/kubepods.slice"})
 
@@ -32,7 +33,7 @@ _ROOTS = frozenset({"", "/", "/user.slice", "/system.slice", "/kubepods", "/kube
 class Selection:
     job: tuple[OomReport, ...]  # the job's reports (kills and fragments), in input order
     others: tuple[OomReport, ...]  # the kills set aside, in input order
-    how: str = ""  # how the job's kill was found: "pid", "host", "latest"; "" when there was no choice
+    how: str = ""  # how the job's kill was found: "pid", "time", "host", "latest"; "" when there was no choice
 
 
 def _pid(r: OomReport) -> int | None:
@@ -70,8 +71,9 @@ def select_reports(reports: Sequence[OomReport], events: Sequence[Event], known:
     if not anchors:
         hosts = {ev.line.host for ev in events if ev.line.host and not ev.line.kernel}
         on_host = [r for r in kills if r.host in hosts]
-        how = "host" if on_host else "latest"
-        anchors = [_latest(on_host or kills)]
+        near = _nearest(on_host or kills, events)
+        how = "time" if near is not None else "host" if on_host else "latest"
+        anchors = [near if near is not None else _latest(on_host or kills)]
     job = list(anchors)
     grew = True
     while grew:  # chains: a kill close to one that is the job's is the job's
@@ -82,11 +84,32 @@ def select_reports(reports: Sequence[OomReport], events: Sequence[Event], known:
                 grew = True
     fragments = [r for r in reports if _pid(r) is None and any(_same_failure(r, a) for a in job)]
     chosen = {id(r) for r in (*job, *fragments)}
-    return Selection(
-        job=tuple(r for r in reports if id(r) in chosen),
-        others=tuple(r for r in kills if id(r) not in chosen),
-        how=how,
-    )
+    others: list[OomReport] = []
+    for r in kills:
+        if id(r) not in chosen and not any(_same_kill(r, o) for o in others):
+            others.append(r)
+    return Selection(job=tuple(r for r in reports if id(r) in chosen), others=tuple(others), how=how)
+
+
+def _same_kill(r: OomReport, a: OomReport) -> bool:
+    """One kill read twice (dmesg and kern.log of one node given together)."""
+    return _pid(r) == _pid(a) and r.anon_rss_bytes == a.anon_rss_bytes and r.victim_name == a.victim_name
+
+
+def _nearest(kills: Sequence[OomReport], events: Sequence[Event]) -> OomReport | None:
+    """The kill closest in time to the job's own first failure line, when both have times on one
+    clock and they are at most ``NEAR_SECONDS`` apart."""
+    said = [t for ev in events if ev.kind in NAMING_KINDS and not ev.line.kernel and (t := moment(ev.line.time))]
+    if not said:
+        return None
+    first = min(said, key=lambda t: t[1])
+    best: tuple[float, OomReport] | None = None
+    for r in kills:
+        t = moment(r.time)
+        if t is not None and t[0] == first[0] and abs(t[1] - first[1]) <= NEAR_SECONDS:
+            if best is None or abs(t[1] - first[1]) < best[0]:
+                best = (abs(t[1] - first[1]), r)
+    return best[1] if best is not None else None
 
 
 def _latest(kills: Sequence[OomReport]) -> OomReport:
@@ -103,6 +126,8 @@ def _cgroup(path: str | None) -> str | None:
 
 def _same_failure(r: OomReport, a: OomReport) -> bool:
     """Nothing tells the two kills apart: no two cgroups, hosts or kinds of OOM, no times far apart."""
+    if _same_kill(r, a):
+        return True
     mine, theirs = _cgroup(r.oom_memcg), _cgroup(a.oom_memcg)
     if mine is not None and theirs is not None:
         return mine == theirs  # one cgroup's limit hit again (or a fragment of its report), or two limits

@@ -99,3 +99,16 @@ def test_two_nodes_of_a_job_running_out_together_stay_one_failure_without_times_
     assert select_reports([a, b], []).others == ()
     a2, b2 = replace(a, time=None), replace(b, time=None)
     assert select_reports([a2, b2], []).others == (a2,)  # the latest in the input: b2
+
+
+def test_without_a_pid_the_kill_nearest_the_jobs_own_failure_line_in_time_is_the_diagnosis():
+    from oomwatch.engine.model import Event, Line
+
+    early = _kill(1, "2026-11-29T10:00:00Z", memcg="/job-a")
+    late = _kill(2, "2026-11-29T12:00:00Z", memcg="/job-b", line=40)
+    said = Line("train.log", 7, "2026-11-29T10:00:03Z", "Killed", kernel=False)
+    ev = Event("shell_killed", "OW-F-x", said, {})
+    sel = select_reports([early, late], [ev])
+    assert (sel.job, sel.others, sel.how) == ((early,), (late,), "time")
+    far = Event("shell_killed", "OW-F-x", replace(said, time="2026-11-30T10:00:03Z"), {})
+    assert select_reports([early, late], [far]).how == "latest"  # a day off: not this kill's line
