@@ -2,11 +2,12 @@
 
 A whole ``dmesg`` of a busy node holds many OOM reports: the job's kill and older kills of other
 programs and jobs. The diagnosis is about the kill the job's own lines point to: a pid a launcher,
-the DataLoader or a shell names as killed (or that was sampled live), else the kill closest in time
-to the job's first failure line (on a host its lines came from, when they say), else the latest. Kills that are the same failure as that one stay
-with it: the same memory cgroup hit its limit, the victim was in the same cgroup, or (global
-OOMs) the node ran out again within a minute. Every other kill is set aside: it is listed, never
-mixed into the victims, the facts or the causes.
+the DataLoader or a shell names as killed (or that was sampled live), else the kill closest in
+time to the job's first failure line, else the latest (on a host the job's lines came from, when
+they say). Kills that are the same failure as that one stay with it: the same memory cgroup hit
+its limit, the victim was in the same cgroup, or the node (or another node of the job) ran out
+within a minute of it. Every other kill is set aside: it is listed, never mixed into the victims,
+the facts or the causes.
 """
 
 from __future__ import annotations
@@ -106,9 +107,9 @@ def _nearest(kills: Sequence[OomReport], events: Sequence[Event]) -> OomReport |
     best: tuple[float, OomReport] | None = None
     for r in kills:
         t = moment(r.time)
-        if t is not None and t[0] == first[0] and abs(t[1] - first[1]) <= NEAR_SECONDS:
-            if best is None or abs(t[1] - first[1]) < best[0]:
-                best = (abs(t[1] - first[1]), r)
+        gap = abs(t[1] - first[1]) if t is not None and t[0] == first[0] else None
+        if gap is not None and gap <= NEAR_SECONDS and (best is None or gap < best[0]):
+            best = (gap, r)
     return best[1] if best is not None else None
 
 
