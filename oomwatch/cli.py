@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from collections.abc import Callable, Iterator
@@ -13,7 +14,7 @@ import click
 
 from oomwatch import __version__
 from oomwatch.errors import OomwatchError, RulesError
-from oomwatch.exitcodes import Exit, for_verdict
+from oomwatch.exitcodes import Exit, for_verdict, gravest
 from oomwatch.sources import display_name, input_size, read_chunks
 from oomwatch.textsafe import escape_controls
 
@@ -89,6 +90,11 @@ def _progress(path: str) -> Iterator[Callable[[int], None] | None]:
     "--epochs 3'`): its script is read like --script, and its flags decide what the script's options were.",
 )  # fmt: skip
 @click.option("--no-code", is_flag=True, help="Read no script at all, neither given nor named by the logs.")
+@click.option(
+    "--each", is_flag=True,
+    help="Diagnose every LOG on its own (text: a section per input; json: a list of Diagnoses), instead of "
+    "reading them together as one failure. The exit code is the gravest of them.",
+)  # fmt: skip
 @click.option("--backend", type=click.Choice(["hyperscan", "re2", "re"]), default=None, hidden=True)
 def diagnose_cmd(
     logs: tuple[str, ...],
@@ -98,6 +104,7 @@ def diagnose_cmd(
     scripts: tuple[Path, ...],
     command: str | None,
     no_code: bool,
+    each: bool,
     backend: str | None,
 ) -> None:
     """Read logs and say whether the job died of memory, which kind, who died, and why.
@@ -106,8 +113,12 @@ def diagnose_cmd(
     kubectl / slurm / docker output; `-` reads standard input; gzip is detected (the first
     256 MiB decompressed are read, and a note says when there was more; a gzip cut
     short gives what it held, and a note says so). Give
-    several at once (e.g. the launcher's output and the node's dmesg): they are read
-    together, and a pid named by the launcher is linked to the kernel's victim.
+    several at once (e.g. the launcher's output and the node's dmesg, or the logs of every
+    rank and node of a job): they are read together, and a pid named by the launcher is
+    linked to the kernel's victim. An input that shares no pid, host, job or time with the
+    others and names failures of its own is set aside (the output says which and why);
+    --each diagnoses every input on its own. A whole dmesg with older kills of other jobs
+    is fine: the diagnosis is about the job's kill, the others are listed apart.
 
     The training script tells causes apart that logs cannot (keep_in_memory=True,
     torch.load without mmap, a cache filled in __getitem__): give it with --script or
@@ -128,7 +139,7 @@ def diagnose_cmd(
       $ oomwatch diagnose train.log dmesg.txt --command 'torchrun --nproc-per-node 4 train.py'
     """
     from oomwatch.engine.api import Engine
-    from oomwatch.report import RENDERERS
+    from oomwatch.report import RENDERERS, render_each
 
     try:
         engine = Engine.load(rules_dirs, backend=backend)
@@ -150,11 +161,24 @@ def diagnose_cmd(
         click.echo(f"oomwatch: --command: {exc}", err=True)
         sys.exit(Exit.USAGE)
     program = None if no_code else _program(scripts, argv, logs, scans)
+    if each:
+        results = [_one(engine, [scan], history_db, program) for scan in scans]
+        click.echo(render_each(results, fmt), nl=False)
+        sys.exit(gravest(r.verdict for r in results))
+    grouping = engine.group(scans)
+    result = _one(engine, [scans[i] for i in grouping.kept], history_db, program)
+    if grouping.aside:
+        aside = tuple((scans[i].file, why) for i, why in grouping.aside)
+        result = dataclasses.replace(result, set_aside=aside)
+    click.echo(RENDERERS[fmt](result), nl=False)
+    sys.exit(for_verdict(result.verdict))
+
+
+def _one(engine: Engine, scans: list[ScanResult], history_db: Path | None, program: Program | None) -> Diagnosis:
     result = engine.diagnose(scans, program=program)
     if history_db is not None:
         result = _with_history(result, scans, engine, history_db, program)
-    click.echo(RENDERERS[fmt](result), nl=False)
-    sys.exit(for_verdict(result.verdict))
+    return result
 
 
 def _program(
@@ -179,8 +203,6 @@ def _program(
 def _with_history(
     result: Diagnosis, scans: list[ScanResult], engine: Engine, db: Path, program: Program | None = None
 ) -> Diagnosis:
-    import dataclasses
-
     from oomwatch.agent.history import open_readonly
     from oomwatch.agent.merge import from_history
 

@@ -1,5 +1,6 @@
 """Named exit codes (documented in README.md, section "Exit codes")."""
 
+from collections.abc import Iterable
 from enum import IntEnum
 
 
@@ -25,3 +26,10 @@ def for_verdict(verdict: str) -> Exit:
     if verdict in OTHER_VERDICTS:
         return Exit.OTHER_FAILURE
     return Exit.OK
+
+
+def gravest(verdicts: Iterable[str]) -> Exit:
+    """The exit code of several diagnoses (``diagnose --each``): a memory failure in any, else a
+    failure that is not memory in any, else OK."""
+    codes = {for_verdict(v) for v in verdicts}
+    return next((c for c in (Exit.MEMORY_FAILURE, Exit.OTHER_FAILURE) if c in codes), Exit.OK)

@@ -284,3 +284,15 @@ def render_markdown(d: Diagnosis) -> str:
 
 
 RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}
+
+
+def render_each(results: list[Diagnosis], fmt: str) -> str:
+    """``diagnose --each``: JSON a list of Diagnoses; text and Markdown a section per input."""
+    if fmt == "json":
+        return json.dumps([d.to_json() for d in results], indent=2, ensure_ascii=False) + "\n"
+    parts = []
+    for d in results:
+        name = ", ".join(i.file for i in d.inputs) or "(no input)"
+        title = f"=== {escape_controls(name)} ===" if fmt == "text" else f"## {code_span(name)}"
+        parts.append(f"{title}\n\n{RENDERERS[fmt](d)}")
+    return "\n".join(parts)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from oomwatch.engine.diagnose import diagnose
 from oomwatch.engine.diagnosis import Diagnosis
+from oomwatch.engine.grouping import Grouping, group_inputs
 from oomwatch.engine.loader import RuleSet, load_rules
 from oomwatch.engine.model import LiveEvidence, Observed, Program
 from oomwatch.engine.scanner import Scanner, ScanResult
@@ -41,6 +42,12 @@ class Engine:
         """One input: ``data`` is its bytes, or its chunks (a file read piece by piece)."""
         chunks = [data] if isinstance(data, bytes) else data
         return self.scanner.scan(name, chunks, progress=progress)
+
+    def group(self, scans: Sequence[ScanResult]) -> Grouping:
+        """Which inputs are about one failure (engine.grouping), each input's own verdict weighed."""
+        if len(scans) <= 1:
+            return Grouping(tuple(range(len(scans))))
+        return group_inputs(scans, [diagnose([s], self.rules).verdict for s in scans])
 
     def diagnose(
         self,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-__all__ = ["Moment", "moment"]
+__all__ = ["Moment", "apart", "common", "moment", "moment_in"]
 
 Moment = tuple[str, float]  # (clock, seconds on it): "wall", "wall-noyear" or "uptime"
 
@@ -25,6 +25,11 @@ _CTIME = re.compile(  # dmesg -T (weekday, year), syslog and journalctl short (n
     r"(?:[A-Za-z]{3}\s+)?([A-Za-z]{3})\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?:\s+(\d{4}))?$"
 )
 _UPTIME = re.compile(r"\d{1,10}\.\d{1,9}$")
+# times a message itself begins with: glog (torch's C++ and elastic agent: `E1129 22:46:23.557000 12689 ...`)
+# and Python logging (`2024-01-05 15:19:27,123 INFO ...`); torchelastic's failure table (`time : 2024-...`)
+_GLOG = re.compile(r"\s*\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? ")
+_LOGGING = re.compile(r"\s*\[?(\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?")
+_NOYEAR = 2000
 
 
 def moment(text: str | None) -> Moment | None:
@@ -48,7 +53,7 @@ def moment(text: str | None) -> Moment | None:
         month = _MONTHS.get(m.group(1).lower())
         if month is None:
             return None
-        year = int(m.group(7)) if m.group(7) else 2000  # a leap year: "Feb 29" stays a date
+        year = int(m.group(7)) if m.group(7) else _NOYEAR  # a leap year: "Feb 29" stays a date
         try:
             t = datetime(year, month, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
         except ValueError:
@@ -74,3 +79,53 @@ def _wall(m: re.Match[str]) -> Moment | None:
 
 def _fraction(digits: str | None) -> float:
     return float("0." + digits) if digits else 0.0
+
+
+def moment_in(text: str) -> Moment | None:
+    """The time a message's own text begins with (glog, Python logging), or None.
+
+    >>> moment_in("E1129 22:46:23.557000 12689 torch/distributed/elastic/api.py:1] failed")[0]
+    'wall-noyear'
+    >>> moment_in("2026-11-29 22:46:23,557 INFO step 3") == moment("2026-11-29T22:46:23.557")
+    True
+    """
+    m = _GLOG.match(text)
+    if m:
+        try:
+            t = datetime(_NOYEAR, int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
+        except ValueError:
+            return None
+        return ("wall-noyear", t.replace(tzinfo=timezone.utc).timestamp() + _fraction(m.group(6)))
+    m = _LOGGING.match(text)
+    if m:
+        return moment(m.group(1).replace("_", "T") + (f".{m.group(2)}" if m.group(2) else ""))
+    return None
+
+
+def common(moments: list[Moment]) -> list[float] | None:
+    """The moments as seconds on one clock, or None when they are not all on one. Wall times with a
+    year and without compare on month, day and time; seconds since boot only with each other."""
+    clocks = {m[0] for m in moments}
+    if len(clocks) == 1:
+        return [m[1] for m in moments]
+    if "uptime" in clocks:
+        return None
+    return [_noyear(m) for m in moments]
+
+
+def apart(a: Moment | None, b: Moment | None) -> float | None:
+    """Seconds between two moments, or None when they are not on one clock."""
+    if a is None or b is None:
+        return None
+    on = common([a, b])
+    return abs(on[0] - on[1]) if on is not None else None
+
+
+def _noyear(m: Moment) -> float:
+    if m[0] == "wall-noyear":
+        return m[1]
+    t = datetime.fromtimestamp(m[1], tz=timezone.utc)
+    try:
+        return t.replace(year=_NOYEAR).timestamp()
+    except ValueError:
+        return m[1]
