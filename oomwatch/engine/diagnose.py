@@ -89,6 +89,7 @@ def _others_note(how: str, count: int) -> str:
         "pid": "the kill of the pid the job's own lines name",
         "host": "the latest kill on the host the job's lines came from",
         "time": "the kill closest in time to the job's first failure line",
+        "job": "the kill in the cgroup of the scheduler job the lines name",
     }.get(how, "the latest kill, as no line of the job named its pid")
     kills = "kill" if count == 1 else "kills"
     verb = "is" if count == 1 else "are"

@@ -2,16 +2,18 @@
 
 A whole ``dmesg`` of a busy node holds many OOM reports: the job's kill and older kills of other
 programs and jobs. The diagnosis is about the kill the job's own lines point to: a pid a launcher,
-the DataLoader or a shell names as killed (or that was sampled live), else the kill closest in
-time to the job's first failure line, else the latest (on a host the job's lines came from, when
-they say). Kills that are the same failure as that one stay with it: the same memory cgroup hit
-its limit, the victim was in the same cgroup, or the node (or another node of the job) ran out
-within a minute of it. Every other kill is set aside: it is listed, never mixed into the victims,
-the facts or the causes.
+the DataLoader or a shell names as killed (or that was sampled live), else a kill in the cgroup of
+the scheduler job its lines name (Slurm's ``job_N``), else the kill closest in time to the job's
+first failure line, else the latest (on a host the job's lines came from, when they say). Kills
+that are the same failure as that one stay with it: the same memory cgroup hit its limit, the
+victim was in the same cgroup, or the node (or another node of the job) ran out within a minute
+of it. Every other kill is set aside: it is listed, never mixed into the victims, the facts or
+the causes.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -34,7 +36,7 @@ _ROOTS = frozenset({"", "/", "/user.slice", "/system.slice", "/kubepods", "/kube
 class Selection:
     job: tuple[OomReport, ...]  # the job's reports (kills and fragments), in input order
     others: tuple[OomReport, ...]  # the kills set aside, in input order
-    how: str = ""  # how the job's kill was found: "pid", "time", "host", "latest"; "" when there was no choice
+    how: str = ""  # how the job's kill was found: "pid", "job", "time", "host", "latest"; "" when no choice
 
 
 def _pid(r: OomReport) -> int | None:
@@ -70,7 +72,11 @@ def select_reports(reports: Sequence[OomReport], events: Sequence[Event], known:
     anchors = [r for r in kills if _pid(r) in pids]
     how = "pid"
     if not anchors:
-        hosts = {ev.line.host for ev in events if ev.line.host and not ev.line.kernel}
+        jobs = {ev.fields["job"].split(".")[0].split("_")[0] for ev in events if ev.fields.get("job")}
+        anchors = [r for r in kills if jobs & _jobs_of(r)]
+        how = "job"
+    if not anchors:
+        hosts = {h for ev in events if not ev.line.kernel for h in (ev.line.host, ev.fields.get("node")) if h}
         on_host = [r for r in kills if r.host in hosts]
         near = _nearest(on_host or kills, events)
         how = "time" if near is not None else "host" if on_host else "latest"
@@ -95,6 +101,14 @@ def select_reports(reports: Sequence[OomReport], events: Sequence[Event], known:
 def _same_kill(r: OomReport, a: OomReport) -> bool:
     """One kill read twice (dmesg and kern.log of one node given together)."""
     return _pid(r) == _pid(a) and r.anon_rss_bytes == a.anon_rss_bytes and r.victim_name == a.victim_name
+
+
+_JOB_DIR = re.compile(r"(?:^|/)job_(\d+)(?=/|$)")  # Slurm's cgroups: /slurm/uid_N/job_N/step_N, .../job_N/step_N
+
+
+def _jobs_of(r: OomReport) -> set[str]:
+    """Scheduler job ids in the kill's cgroup paths."""
+    return {m.group(1) for path in (r.oom_memcg, r.task_memcg) if path for m in _JOB_DIR.finditer(path)}
 
 
 def _nearest(kills: Sequence[OomReport], events: Sequence[Event]) -> OomReport | None:

@@ -112,3 +112,13 @@ def test_without_a_pid_the_kill_nearest_the_jobs_own_failure_line_in_time_is_the
     assert (sel.job, sel.others, sel.how) == ((early,), (late,), "time")
     far = Event("shell_killed", "OW-F-x", replace(said, time="2026-11-30T10:00:03Z"), {})
     assert select_reports([early, late], [far]).how == "latest"  # a day off: not this kill's line
+
+
+def test_a_slurm_job_the_lines_name_points_to_the_kill_in_its_cgroup():
+    from oomwatch.engine.model import Event, Line
+
+    mine = _kill(1, None, memcg="/slurm/uid_1000/job_4242/step_0")
+    other = _kill(2, None, memcg="/slurm/uid_1000/job_4300/step_0", line=40)
+    said = Line("slurm-4242.out", 3, None, "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.0.")
+    sel = select_reports([mine, other], [Event("slurm_oom", "OW-F-x", said, {"job": "4242.0"})])
+    assert (sel.job, sel.others, sel.how) == ((mine,), (other,), "job")
