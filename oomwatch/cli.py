@@ -128,7 +128,8 @@ def diagnose_cmd(
       $ oomwatch diagnose train.log dmesg.txt --command 'torchrun --nproc-per-node 4 train.py'
     """
     from oomwatch.engine.api import Engine
-    from oomwatch.report import RENDERERS
+    from oomwatch.layout import output_width
+    from oomwatch.report import render
 
     try:
         engine = Engine.load(rules_dirs, backend=backend)
@@ -153,7 +154,7 @@ def diagnose_cmd(
     result = engine.diagnose(scans, program=program)
     if history_db is not None:
         result = _with_history(result, scans, engine, history_db, program)
-    click.echo(RENDERERS[fmt](result), nl=False)
+    click.echo(render(fmt, result, output_width(sys.stdout)), nl=False)
     sys.exit(for_verdict(result.verdict))
 
 

@@ -284,8 +284,9 @@ def run_cmd(
       $ oomwatch run --report oom.json -- python train.py --epochs 3
     """
     from oomwatch.agent.run import exit_status, render_samples, run_command
+    from oomwatch.layout import output_width
     from oomwatch.redact import redact_argv
-    from oomwatch.report import RENDERERS
+    from oomwatch.report import RENDERERS, render
     from oomwatch.sharedfile import write_for_people
     from oomwatch.textsafe import escape_controls
 
@@ -309,9 +310,10 @@ def run_cmd(
         click.echo(head, err=True)
     else:
         click.echo(f"\n{head}\n", err=True)
-        click.echo(RENDERERS[fmt](result.diagnosis), nl=False, err=True)
+        width = output_width(sys.stderr)
+        click.echo(render(fmt, result.diagnosis, width), nl=False, err=True)
         click.echo("", err=True)
-        click.echo(render_samples(result.recorder, interval), nl=False, err=True)
+        click.echo(render_samples(result.recorder, interval, width), nl=False, err=True)
     for note in result.notes if not quiet else ():
         click.echo(f"note: {note}", err=True)
     if report is not None:
@@ -376,6 +378,8 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from oomwatch.agent.incidents import incident_dir, list_incidents
+    from oomwatch.engine.roles import role_phrase
+    from oomwatch.layout import output_width, wrap
     from oomwatch.textsafe import escape_controls
 
     if not incident_dir(state_dir).is_dir():
@@ -383,6 +387,7 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
                    err=True)  # fmt: skip
         sys.exit(Exit.USAGE)
     skipped: list[str] = []
+    width = output_width(sys.stdout)
     docs = list_incidents(state_dir, skipped)
     for line in skipped:
         click.echo(escape_controls(f"oomwatch: skipped {line}"), err=True)
@@ -395,10 +400,10 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
         causes = d.get("causes") or []
         cause = causes[0].get("id") if causes else "-"
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.get("time", 0)))
-        role = v.get("role") or "-"
-        rank = "" if v.get("rank") is None else f" rank {v['rank']}"
-        click.echo(escape_controls(f"{doc['id']}  {when}  pid {v.get('pid')} {v.get('comm')} ({role}{rank})  "
-                                   f"{d.get('verdict')}  cause: {cause}"))  # fmt: skip
+        role = role_phrase(v.get("role") or "-", v.get("rank"))
+        line = escape_controls(f"{doc['id']}  {when}  pid {v.get('pid')} {v.get('comm')} ({role})  "
+                               f"{d.get('verdict')}  cause: {cause}")  # fmt: skip
+        click.echo("\n".join(wrap(line, width, rest="    ", quoted=True)))
 
 
 @incidents_group.command("show")

@@ -21,7 +21,7 @@ from statistics import median
 from typing import Any
 
 from oomwatch.engine.model import Evidence, LiveProcess, OomReport, TaskRow
-from oomwatch.engine.roles import LAUNCHER_COMMS, PYTHON_PREFIXES, role_for
+from oomwatch.engine.roles import LAUNCHER_COMMS, PYTHON_PREFIXES, role_for, role_phrase
 from oomwatch.engine.sizes import human
 
 ALIKE = 0.25  # ranks within ±25% of the ranks' median are alike
@@ -123,8 +123,7 @@ def table_members(rep: OomReport, roles: Mapping[int, tuple[str, int | None]]) -
 def live_members(processes: Sequence[LiveProcess]) -> list[Member]:
     out = []
     for p in processes:
-        rank = f", rank {p.rank}" if p.rank is not None else ""
-        text = f"pid {p.pid} ({p.comm}, {p.role}{rank}): {p.basis} {human(p.peak)} at its peak"
+        text = f"pid {p.pid} ({p.comm}, {role_phrase(p.role, p.rank)}): {p.basis} {human(p.peak)} at its peak"
         out.append(Member(p.pid, p.comm, p.role, p.rank, p.peak, Evidence("agent history", 0, text)))
     return out
 
