@@ -63,9 +63,20 @@ def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int
     return ranks, workers
 
 
+def _hint(ev: Event, name: str) -> bool:
+    return ev.kind == "hint" and ev.fields.get("hint") == name
+
+
 def launched(events: Sequence[Event]) -> bool:
-    """A launcher's line is in the inputs (torchrun, deepspeed, mpirun... reporting on its ranks)."""
-    return any(ev.kind in RANK_KINDS and ev.fields.get("launcher") for ev in events)
+    """A launcher's line is in the inputs (torchrun, deepspeed, mpirun... reporting on its ranks), or
+    torch.multiprocessing.spawn's frames (its parent started the ranks: rules hint ``mp_spawn``)."""
+    return any((ev.kind in RANK_KINDS and ev.fields.get("launcher")) or _hint(ev, "mp_spawn") for ev in events)
+
+
+def manager_shown(events: Sequence[Event]) -> bool:
+    """The logs show a multiprocessing Manager in the job (managers.py frames, a SyncManager, a
+    proxy: rules hint ``mp_manager``)."""
+    return any(_hint(ev, "mp_manager") for ev in events)
 
 
 def build_victims(
@@ -77,6 +88,7 @@ def build_victims(
     ranks, workers = linked_pids(events)
     known = known or {}
     by_launcher = launched(events)
+    manager = manager_shown(events)
     victims: list[Victim] = []
     seen: set[tuple[str, int]] = set()
     # each pid's first three lines from launchers and kills, indexed once (per report, every event was read)
@@ -95,7 +107,7 @@ def build_victims(
         seen.add(("kernel", pid))
         name = rep.victim_name if rep.victim_pid is not None else rep.selected_name
         extra = tuple(named.get(pid, ()))
-        role, rank = table_roles(rep, known, ranks, workers, by_launcher).get(pid, (None, None))
+        role, rank = table_roles(rep, known, ranks, workers, by_launcher, manager).get(pid, (None, None))
         if role is None:
             role, rank = known[pid] if pid in known else (role_for(name, pid, ranks, workers), ranks.get(pid))
         victims.append(
