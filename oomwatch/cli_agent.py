@@ -427,6 +427,7 @@ def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None
     path of an incident's .json file. Control characters that processes put in their
     names or output are shown as escapes (\\x1b) in the text; --format json keeps them as data.
     """
+    from oomwatch.layout import output_width, rewrap
     from oomwatch.textsafe import escape_lines
 
     path = _incident_id_or_path(state_dir, ident)
@@ -458,7 +459,8 @@ def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None
         return
     text = path.with_suffix(".txt")
     if text.is_file():  # escaped again: one written by an older agent may hold raw ones
-        click.echo(escape_lines(text.read_bytes().decode("utf-8", "replace")), nl=False)  # a lone \r is no line break
+        shown = escape_lines(text.read_bytes().decode("utf-8", "replace"))  # a lone \r is no line break
+        click.echo(rewrap(shown, output_width(sys.stdout)), nl=False)  # written at 100 columns
     else:
         doc = json.loads(path.read_text())
         click.echo(json.dumps(doc.get("diagnosis"), indent=2))

@@ -98,9 +98,45 @@ def table(
     out: list[str] = []
     for r in rows:
         out.extend(wrap(f"{header[0]} {r[0]}", width, indent, quoted=True))
-        pairs = ", ".join(f"{h} {c}" for h, c in zip(header[1:], r[1:], strict=True))
-        out.extend(wrap(pairs, width, indent + "  ", quoted=True))
+        pairs = [f"{h} {c}" for h, c in zip(header[1:], r[1:], strict=True)]
+        out.extend(_pack(pairs, width, indent + "  "))
     return out
+
+
+def _pack(pairs: Sequence[str], width: int, indent: str) -> list[str]:
+    """``name value`` pairs, comma-separated, as many to a line as fit; one longer than a line wraps."""
+    out: list[str] = []
+    line = ""
+    for i, pair in enumerate(pairs):
+        piece = pair + ("," if i < len(pairs) - 1 else "")
+        if line and len(indent) + len(line) + 1 + len(piece) <= width:
+            line += " " + piece
+            continue
+        if line:
+            out.append(indent + line)
+        if len(indent) + len(piece) <= width:
+            line = piece
+        else:
+            *full, line = wrap(piece, width, indent, quoted=True)
+            out.extend(full)
+            line = line[len(indent) :]
+    if line:
+        out.append(indent + line)
+    return out
+
+
+def rewrap(text: str, width: int) -> str:
+    """Text laid out for another width (an incident's text, written at 100 columns, shown in a
+    narrower terminal): each longer line wrapped as a quoted line, under its own indent and 4 more."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        body = line.lstrip(" ")
+        lead = line[: len(line) - len(body)]
+        out.extend(wrap(body, width, lead, lead + "    ", quoted=True))
+    return "\n".join(out)
 
 
 def _cells(row: Sequence[str], widths: Sequence[int], right: Collection[int]) -> list[str]:

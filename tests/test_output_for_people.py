@@ -177,7 +177,8 @@ def test_a_table_too_wide_becomes_one_block_per_row() -> None:
     assert len(wide) == 3 and wide[1].split() == rows[0]
     narrow = table(header, rows, 80)
     assert all(len(x) <= 80 for x in narrow)
-    assert narrow[0] == "  pid 12922" and narrow[1].startswith("    name python3, cgroup /kubepods.slice/")
+    assert narrow[:2] == ["  pid 12922", "    name python3,"]  # the cgroup does not fit beside it
+    assert narrow[2].startswith("    cgroup /kubepods.slice/") and narrow[-1] == "    name python3, cgroup /, from kernel"
     assert cgroup in "".join(x.strip() for x in narrow)
 
 
@@ -253,3 +254,44 @@ def test_diagnose_on_a_terminal_fits_it(columns: int, env_columns: str | None, w
     assert "MEMORY LIMIT HIT" in out or "OUT OF MEMORY" in out, out[-2000:]
     assert not _too_wide(out, width)
     assert max(len(line) for line in out.splitlines()) > width - 10  # it uses the width it has
+
+
+def test_an_incident_written_at_100_columns_is_shown_in_a_narrower_terminal(tmp_path: Path) -> None:
+    path = _incident(tmp_path, "rank", 3)
+    engine = Engine.load(())
+    example = ROOT / "examples" / "torchrun-rank-oom"
+    d = engine.diagnose([engine.scan(p.name, p.read_bytes()) for p in _inputs(example)])
+    written = render_incident_text(json.loads(path.read_text()), render_text(d))
+    assert not _too_wide(written, NOT_A_TERMINAL) and _too_wide(written, 60)
+    path.with_suffix(".txt").write_text(written)
+    for columns, width in ((None, 200), ("60", 60)):  # a 200-column terminal; one that says COLUMNS=60
+        out = _on_a_terminal(200, columns, "incidents", "--state-dir", str(tmp_path), "show", path.stem)
+        assert out.startswith("oomwatch incident "), out[:500]
+        assert not _too_wide(out, width)
+        assert _unspaced(out) == _unspaced(written)  # wrapped, nothing lost
+
+
+def test_run_s_table_of_samples_fits_the_width() -> None:
+    from oomwatch.agent.model import ProcessSample, Tick
+    from oomwatch.agent.run import Recorder, render_samples
+
+    gib = 1 << 30
+
+    def sample(pid: int, comm: str, role: str, rank: int | None, uss: int) -> ProcessSample:
+        return ProcessSample(pid, 1, comm, role, "run-1", rank, rank, "R", 3 * gib, 2 * gib, gib, 0, 0, 3 * gib,
+                             uss=uss)  # fmt: skip
+
+    rec = Recorder()
+    for t, grown in ((1.0, 0), (2.0, 900 << 20)):
+        procs = (sample(4194303, "pt_main_thread", "rank", 7, gib + grown),
+                 sample(4194304, "pt_data_worker", "dataloader_worker", 7, 512 << 20))  # fmt: skip
+        rec.add(Tick(t, 0.01, procs))
+    wide = render_samples(rec, 1.0)
+    assert not _too_wide(wide, NOT_A_TERMINAL) and "dataloader_worker" in wide
+    assert wide.splitlines()[1].split() == ["PID", "ROLE", "RANK", "COMM", "RSS", "ANON", "USS", "USS", "GROWTH",
+                                            "END"]  # fmt: skip
+    assert wide.splitlines()[2].split()[0] == "4194303" and "+900.0 MiB" in wide.splitlines()[2]
+    narrow = render_samples(rec, 1.0, 60)
+    assert not _too_wide(narrow, 60)
+    assert "  PID 4194304" in narrow and "USS GROWTH +0 B" in narrow  # one block per process
+    assert "RSS 3.0 GiB," in narrow and "USS GROWTH +900.0 MiB," in narrow  # a pair is never split

@@ -326,14 +326,15 @@ def _restore_signals(old: dict[int, Any]) -> None:
         signal.signal(sig, handler)
 
 
-SAMPLES_HEADER = ("PID", "ROLE", "RANK", "COMM", "PEAK RSS", "PEAK ANON", "PEAK USS", "USS GROWTH", "END")
+SAMPLES_HEADER = ("PID", "ROLE", "RANK", "COMM", "RSS", "ANON", "USS", "USS GROWTH", "END")
 
 
 def render_samples(rec: Recorder, interval: float, width: int = NOT_A_TERMINAL) -> str:
     """The processes of the run, parents first, with what the samples saw, in ``width`` columns."""
     if not rec.seen:
         return ""
-    lines = wrap(f"Memory of the command's processes (sampled every {interval:g}s by oomwatch run):", width)
+    title = f"Memory of the command's processes, each at its peak (sampled every {interval:g}s by oomwatch run):"
+    lines = wrap(title, width)
     order = sorted(rec.seen.values(), key=lambda s: (s.first_time, s.first.pid))
     rows = []
     for s in order[:60]:
