@@ -178,7 +178,9 @@ def test_a_table_too_wide_becomes_one_block_per_row() -> None:
     narrow = table(header, rows, 80)
     assert all(len(x) <= 80 for x in narrow)
     assert narrow[:2] == ["  pid 12922", "    name python3,"]  # the cgroup does not fit beside it
-    assert narrow[2].startswith("    cgroup /kubepods.slice/") and narrow[-1] == "    name python3, cgroup /, from kernel"
+    assert (
+        narrow[2].startswith("    cgroup /kubepods.slice/") and narrow[-1] == "    name python3, cgroup /, from kernel"
+    )
     assert cgroup in "".join(x.strip() for x in narrow)
 
 
