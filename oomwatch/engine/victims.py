@@ -134,7 +134,10 @@ def build_victims(
                 continue
             name = _program(ev.fields.get("name")) or ev.fields.get("container") or ev.fields.get("pod")
             key = (ev.kind, pid if pid is not None else hash(name))
-            if key in seen or (pid is None and name is None):
+            lost = _lost_rank(ev) if pid is None and name is None else None
+            if lost is not None:  # mp.spawn's `process 1 terminated with signal SIGKILL`: a rank, no pid
+                key = ("rank", lost)
+            if key in seen or (pid is None and name is None and lost is None):
                 continue
             seen.add(key)
             # a pod or container name is not a process name: its role is unknown, not "other"
@@ -175,20 +178,27 @@ def build_victims(
     return _lone_rank(victims, events)
 
 
+def _lost_rank(ev: Event) -> int | None:
+    """The rank a launcher says it lost to SIGKILL without naming its pid, else None."""
+    if ev.kind != "sigkill" or ev.fields.get("pid"):
+        return None
+    return _int(ev.fields.get("rank") or ev.fields.get("local_rank"))
+
+
 def _lone_rank(victims: list[Victim], events: Sequence[Event]) -> list[Victim]:
     """A launcher that names the rank it lost but not its pid (torch.multiprocessing.spawn's `process 1
     terminated with signal SIGKILL`), and one kernel kill of a rank whose number nothing gave: the same
-    process. Any more of either and they cannot be paired."""
-    lost = {_int(ev.fields.get("rank") or ev.fields.get("local_rank")) for ev in events
-            if ev.kind == "sigkill" and not ev.fields.get("pid")}  # fmt: skip
+    process. Any more of either and they cannot be paired. A lost rank that a victim with a pid is
+    (paired here, or named by another line) is not listed again without one."""
+    lost = {_lost_rank(ev) for ev in events}
     lost.discard(None)
     open_ranks = [i for i, v in enumerate(victims) if v.source == "kernel" and v.role == "rank" and v.rank is None]
-    named = {v.rank for v in victims if v.rank is not None}
-    if len(lost) != 1 or len(open_ranks) != 1 or lost & named:
-        return victims
-    i = open_ranks[0]
-    victims[i] = replace(victims[i], rank=next(iter(lost)))
-    return victims
+    named = {v.rank for v in victims if v.rank is not None and v.pid is not None}
+    if len(lost) == 1 and len(open_ranks) == 1 and not lost & named:
+        i = open_ranks[0]
+        victims[i] = replace(victims[i], rank=next(iter(lost)))
+        named.add(victims[i].rank)
+    return [v for v in victims if v.pid is not None or v.rank is None or v.rank not in named]
 
 
 _SOURCES = {

@@ -102,3 +102,23 @@ def test_a_rank_0_of_one_and_a_worker_are_described_once() -> None:
     worker = Victim(27359, "pt_data_worker", "dataloader_worker", 2, 1 << 20, None, None, None, (), "kernel")
     assert describe_victim(main) == "pid 27353 (python, rank 0, 1.0 GiB anonymous RSS)"
     assert describe_victim(worker) == "pid 27359 (pt_data_worker, dataloader worker of rank 2, 1.0 MiB anonymous RSS)"
+
+
+@pytest.mark.parametrize(
+    ("line", "rank"),
+    [
+        # lyu-yx/ACUMEN#4 (torch >= 1.5) and jeffffffli/HybrIK#198 (torch 1.4's plain Exception)
+        ("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL", 0),
+        ("Exception: process 3 terminated with signal SIGKILL", 3),
+    ],
+)
+def test_a_spawned_rank_lost_to_sigkill_is_a_victim_without_a_pid(engine: Engine, line: str, rank: int) -> None:
+    d = _diagnose(engine, [("train.log", line + "\n")])
+    assert [(v.pid, v.role, v.rank, v.source) for v in d.victims] == [(None, "rank", rank, "launcher")]
+    assert f"a process (rank {rank}) was killed by SIGKILL" in d.summary
+
+
+def test_the_lost_rank_paired_with_the_kernels_victim_is_listed_once(engine: Engine) -> None:
+    inputs = [("console.txt", (SPAWN / "console.txt").read_text()), ("dmesg.txt", (SPAWN / "dmesg.txt").read_text())]
+    d = _diagnose(engine, inputs)
+    assert [(v.pid, v.rank) for v in d.victims if v.role == "rank"] == [(13102, 1)]
