@@ -195,9 +195,9 @@ def _lone_rank(victims: list[Victim], events: Sequence[Event]) -> list[Victim]:
     open_ranks = [i for i, v in enumerate(victims) if v.source == "kernel" and v.role == "rank" and v.rank is None]
     named = {v.rank for v in victims if v.rank is not None and v.pid is not None}
     if len(lost) == 1 and len(open_ranks) == 1 and not lost & named:
-        i = open_ranks[0]
-        victims[i] = replace(victims[i], rank=next(iter(lost)))
-        named.add(victims[i].rank)
+        i, rank = open_ranks[0], next(iter(lost))
+        victims[i] = replace(victims[i], rank=rank)
+        named.add(rank)
     return [v for v in victims if v.pid is not None or v.rank is None or v.rank not in named]
 
 
