@@ -190,8 +190,7 @@ def _lone_rank(victims: list[Victim], events: Sequence[Event]) -> list[Victim]:
     terminated with signal SIGKILL`), and one kernel kill of a rank whose number nothing gave: the same
     process. Any more of either and they cannot be paired. A lost rank that a victim with a pid is
     (paired here, or named by another line) is not listed again without one."""
-    lost = {_lost_rank(ev) for ev in events}
-    lost.discard(None)
+    lost = {r for r in map(_lost_rank, events) if r is not None}
     open_ranks = [i for i, v in enumerate(victims) if v.source == "kernel" and v.role == "rank" and v.rank is None]
     named = {v.rank for v in victims if v.rank is not None and v.pid is not None}
     if len(lost) == 1 and len(open_ranks) == 1 and not lost & named:
