@@ -284,7 +284,7 @@ def run_cmd(
       $ oomwatch run --report oom.json -- python train.py --epochs 3
     """
     from oomwatch.agent.run import exit_status, render_samples, run_command
-    from oomwatch.layout import output_width
+    from oomwatch.layout import output_width, wrap
     from oomwatch.redact import redact_argv
     from oomwatch.report import RENDERERS, render
     from oomwatch.sharedfile import write_for_people
@@ -303,19 +303,20 @@ def run_cmd(
     status = exit_status(result.returncode)
     how = f"was killed by signal {-result.returncode}" if result.returncode < 0 else f"exited with {status}"
     shown = redact_argv(command)
-    head = escape_controls(f"oomwatch run: {shown[0]} {how} after {result.duration:.1f}s")
+    width = output_width(sys.stderr)
+    head = "\n".join(wrap(escape_controls(f"oomwatch run: {shown[0]} {how} after {result.duration:.1f}s"), width,
+                          rest="  ", quoted=True))  # fmt: skip
     if quiet:
         pass
     elif result.diagnosis is None:
         click.echo(head, err=True)
     else:
         click.echo(f"\n{head}\n", err=True)
-        width = output_width(sys.stderr)
         click.echo(render(fmt, result.diagnosis, width), nl=False, err=True)
         click.echo("", err=True)
         click.echo(render_samples(result.recorder, interval, width), nl=False, err=True)
     for note in result.notes if not quiet else ():
-        click.echo(f"note: {note}", err=True)
+        click.echo("\n".join(wrap(escape_controls(note), width, "note: ", "  ")), err=True)
     if report is not None:
         doc = {
             "command": shown,
