@@ -7,6 +7,7 @@ is run once under a real pseudo-terminal, sized by COLUMNS and by the terminal i
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -26,6 +27,7 @@ from oomwatch.agent.incidents import INCIDENT_SCHEMA, render_incident_text
 from oomwatch.cli import main
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
+from oomwatch.engine.model import Evidence
 from oomwatch.engine.roles import role_phrase
 from oomwatch.layout import MAX_QUOTE, NOT_A_TERMINAL, code, output_width, quote, table, wrap
 from oomwatch.report import render_markdown, render_text
@@ -83,8 +85,24 @@ def test_text_and_markdown_show_every_evidence_line_whole(diagnoses: dict[str, D
             assert "…" not in text and "…" not in md, name
 
 
+def _without_quotes(d: Diagnosis) -> Diagnosis:
+    """``d`` with every quoted log line replaced by a mark: a log may say a word twice (sacct's
+    `60843303.batch  batch`), oomwatch's own words may not."""
+
+    def mark(evidence: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
+        return tuple(dataclasses.replace(e, text="(quoted)") for e in evidence)
+
+    return dataclasses.replace(
+        d,
+        evidence=mark(d.evidence),
+        causes=tuple(dataclasses.replace(c, evidence=mark(c.evidence)) for c in d.causes),
+        victims=tuple(dataclasses.replace(v, evidence=mark(v.evidence)) for v in d.victims),
+    )
+
+
 def test_no_word_is_said_twice(diagnoses: dict[str, Diagnosis]) -> None:
-    for name, d in diagnoses.items():
+    for name, full in diagnoses.items():
+        d = _without_quotes(full)
         for out in (render_text(d), render_text(d, 40), render_markdown(d)):
             doubles = [m.group(0) for m in DOUBLED.finditer(out) if m.group(1).lower() not in ALLOWED_DOUBLES]
             assert not doubles, (name, doubles)
