@@ -23,6 +23,7 @@ MIN_WIDTH = 40  # narrower terminals still get 40 columns: below that nothing re
 # line (LOG_LINE_MAX), Python tracebacks and launchers rarely print more; a 50 KB progress-bar line
 # would be 500 lines of a report.
 MAX_QUOTE = 2048
+ROOM = 16  # columns an indent or a label leaves, at least, for the text after it
 
 
 class _QuoteWrapper(textwrap.TextWrapper):
@@ -34,7 +35,7 @@ class _QuoteWrapper(textwrap.TextWrapper):
 def _wrapper(width: int, first: str, rest: str, quoted: bool) -> textwrap.TextWrapper:
     kind = _QuoteWrapper if quoted else textwrap.TextWrapper
     return kind(
-        width=max(width, len(rest) + 8, len(first) + 8),
+        width=width,
         initial_indent=first,
         subsequent_indent=rest,
         break_long_words=True,
@@ -50,6 +51,10 @@ def wrap(text: str, width: int, first: str = "", rest: str | None = None, quoted
     a word only when it is longer than a line); ``quoted`` text (a log line, a table's cell) also after
     commas and slashes. Spaces inside a line are kept."""
     rest = " " * len(first) if rest is None else rest
+    width = max(width, len(rest) + ROOM)  # an indent leaves room for some text
+    if len(first) > width - ROOM:  # a long file name before a quoted line: on lines of its own
+        head = _wrapper(width, "", rest, True).wrap(first.rstrip())
+        return [*head, *wrap(text, width, rest, rest, quoted)]
     lines = _wrapper(width, first, rest, quoted).wrap(text)
     return lines or [first.rstrip()]
 

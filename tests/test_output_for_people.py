@@ -315,3 +315,11 @@ def test_run_s_table_of_samples_fits_the_width() -> None:
     assert not _too_wide(narrow, 60)
     assert "  PID 4194304" in narrow and "USS GROWTH +0 B" in narrow  # one block per process
     assert "RSS 3.0 GiB," in narrow and "USS GROWTH +900.0 MiB," in narrow  # a pair is never split
+
+
+def test_a_long_file_name_before_a_quoted_line_goes_on_a_line_of_its_own() -> None:
+    where = "/scratch/users/someone/experiments/2026-11-30/run-0042/logs/node-17/rank-3/stderr.log:123456"
+    lines = quote(where, "Killed process 4242 (python3) total-vm:1258156kB, anon-rss:552236kB", 60)
+    assert all(len(x) <= 60 for x in lines), lines
+    assert "".join(x.strip() for x in lines).startswith(where.replace(" ", "") + ":Killed")
+    assert lines[-1].startswith("      ") and "anon-rss" in "".join(lines)
