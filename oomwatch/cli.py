@@ -139,7 +139,8 @@ def diagnose_cmd(
       $ oomwatch diagnose train.log dmesg.txt --command 'torchrun --nproc-per-node 4 train.py'
     """
     from oomwatch.engine.api import Engine
-    from oomwatch.report import RENDERERS, render_each
+    from oomwatch.layout import output_width
+    from oomwatch.report import render, render_each
 
     try:
         engine = Engine.load(rules_dirs, backend=backend)
@@ -163,14 +164,14 @@ def diagnose_cmd(
     program = None if no_code else _program(scripts, argv, logs, scans)
     if each:
         results = [_one(engine, [scan], history_db, program) for scan in scans]
-        click.echo(render_each(results, fmt), nl=False)
+        click.echo(render_each(results, fmt, output_width(sys.stdout)), nl=False)
         sys.exit(gravest(r.verdict for r in results))
     grouping = engine.group(scans)
     result = _one(engine, [scans[i] for i in grouping.kept], history_db, program)
     if grouping.aside:
         aside = tuple((scans[i].file, why) for i, why in grouping.aside)
         result = dataclasses.replace(result, set_aside=aside)
-    click.echo(RENDERERS[fmt](result), nl=False)
+    click.echo(render(fmt, result, output_width(sys.stdout)), nl=False)
     sys.exit(for_verdict(result.verdict))
 
 

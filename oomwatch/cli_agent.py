@@ -284,8 +284,9 @@ def run_cmd(
       $ oomwatch run --report oom.json -- python train.py --epochs 3
     """
     from oomwatch.agent.run import exit_status, render_samples, run_command
+    from oomwatch.layout import output_width, wrap
     from oomwatch.redact import redact_argv
-    from oomwatch.report import RENDERERS
+    from oomwatch.report import RENDERERS, render
     from oomwatch.sharedfile import write_for_people
     from oomwatch.textsafe import escape_controls
 
@@ -302,18 +303,20 @@ def run_cmd(
     status = exit_status(result.returncode)
     how = f"was killed by signal {-result.returncode}" if result.returncode < 0 else f"exited with {status}"
     shown = redact_argv(command)
-    head = escape_controls(f"oomwatch run: {shown[0]} {how} after {result.duration:.1f}s")
+    width = output_width(sys.stderr)
+    head = "\n".join(wrap(escape_controls(f"oomwatch run: {shown[0]} {how} after {result.duration:.1f}s"), width,
+                          rest="  ", quoted=True))  # fmt: skip
     if quiet:
         pass
     elif result.diagnosis is None:
         click.echo(head, err=True)
     else:
         click.echo(f"\n{head}\n", err=True)
-        click.echo(RENDERERS[fmt](result.diagnosis), nl=False, err=True)
+        click.echo(render(fmt, result.diagnosis, width), nl=False, err=True)
         click.echo("", err=True)
-        click.echo(render_samples(result.recorder, interval), nl=False, err=True)
+        click.echo(render_samples(result.recorder, interval, width), nl=False, err=True)
     for note in result.notes if not quiet else ():
-        click.echo(f"note: {note}", err=True)
+        click.echo("\n".join(wrap(escape_controls(note), width, "note: ", "  ")), err=True)
     if report is not None:
         doc = {
             "command": shown,
@@ -376,6 +379,8 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from oomwatch.agent.incidents import incident_dir, list_incidents
+    from oomwatch.engine.roles import role_phrase
+    from oomwatch.layout import output_width, wrap
     from oomwatch.textsafe import escape_controls
 
     if not incident_dir(state_dir).is_dir():
@@ -383,6 +388,7 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
                    err=True)  # fmt: skip
         sys.exit(Exit.USAGE)
     skipped: list[str] = []
+    width = output_width(sys.stdout)
     docs = list_incidents(state_dir, skipped)
     for line in skipped:
         click.echo(escape_controls(f"oomwatch: skipped {line}"), err=True)
@@ -395,10 +401,10 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
         causes = d.get("causes") or []
         cause = causes[0].get("id") if causes else "-"
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.get("time", 0)))
-        role = v.get("role") or "-"
-        rank = "" if v.get("rank") is None else f" rank {v['rank']}"
-        click.echo(escape_controls(f"{doc['id']}  {when}  pid {v.get('pid')} {v.get('comm')} ({role}{rank})  "
-                                   f"{d.get('verdict')}  cause: {cause}"))  # fmt: skip
+        role = role_phrase(v.get("role") or "-", v.get("rank"))
+        line = escape_controls(f"{doc['id']}  {when}  pid {v.get('pid')} {v.get('comm')} ({role})  "
+                               f"{d.get('verdict')}  cause: {cause}")  # fmt: skip
+        click.echo("\n".join(wrap(line, width, rest="    ", quoted=True)))
 
 
 @incidents_group.command("show")
@@ -422,6 +428,7 @@ def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None
     path of an incident's .json file. Control characters that processes put in their
     names or output are shown as escapes (\\x1b) in the text; --format json keeps them as data.
     """
+    from oomwatch.layout import output_width, rewrap
     from oomwatch.textsafe import escape_lines
 
     path = _incident_id_or_path(state_dir, ident)
@@ -453,7 +460,8 @@ def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None
         return
     text = path.with_suffix(".txt")
     if text.is_file():  # escaped again: one written by an older agent may hold raw ones
-        click.echo(escape_lines(text.read_bytes().decode("utf-8", "replace")), nl=False)  # a lone \r is no line break
+        shown = escape_lines(text.read_bytes().decode("utf-8", "replace"))  # a lone \r is no line break
+        click.echo(rewrap(shown, output_width(sys.stdout)), nl=False)  # written at 100 columns
     else:
         doc = json.loads(path.read_text())
         click.echo(json.dumps(doc.get("diagnosis"), indent=2))

@@ -1,6 +1,9 @@
 """Render a Diagnosis: text for a person, JSON for machines, Markdown for an issue.
 
-Data in, text out; deterministic (no clock, no terminal queries). Text and Markdown quote logs,
+Data in, text out; deterministic (no clock, no terminal queries: the text's width is an argument,
+which the command line takes from the terminal, see :func:`oomwatch.layout.output_width`). Text
+wraps to that width and cuts nothing a person needs (an absurd line aside, and it says so);
+Markdown cuts nothing: tables and fences may be as wide as the log. Text and Markdown quote logs,
 process names and job names: control characters in them are shown as escapes (``\\x1b``, see
 :mod:`oomwatch.textsafe`), and Markdown renders no HTML from them. JSON keeps them as data.
 """
@@ -8,12 +11,12 @@ process names and job names: control characters in them are shown as escapes (``
 from __future__ import annotations
 
 import json
-import textwrap
 
 from oomwatch.engine.clock import moment
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Cause, Evidence, OomReport
 from oomwatch.engine.sizes import human
+from oomwatch.layout import NOT_A_TERMINAL, clip_quote, code, quote, table, wrap
 from oomwatch.textsafe import code_fence, code_span, escape_controls, markdown_text
 
 HEADLINES = {
@@ -28,7 +31,6 @@ HEADLINES = {
     "other_crash": "NOT A MEMORY FAILURE (crash or scheduler kill)",
     "no_oom_evidence": "NO MEMORY FAILURE FOUND",
 }
-MAX_TEXT = 160  # characters of an evidence line shown in text/markdown
 
 
 def render_json(d: Diagnosis) -> str:
@@ -38,10 +40,6 @@ def render_json(d: Diagnosis) -> str:
 def _headline(d: Diagnosis) -> str:
     status = "confirmed" if d.confirmed else "not confirmed"
     return f"{HEADLINES.get(d.verdict, d.verdict)} [{d.verdict}, {status}]"
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
 def _where(e: Evidence) -> str:
@@ -80,35 +78,42 @@ VICTIM_HEADER = [
 ]
 
 
-def render_text(d: Diagnosis) -> str:
-    out = [_headline(d), "", d.summary, ""]
+def render_text(d: Diagnosis, width: int = NOT_A_TERMINAL) -> str:
+    """``d`` for a person, every line at most ``width`` columns (``width`` below 40 is taken as 40)."""
+    width = max(width, 40)
+    esc = escape_controls
+
+    def para(text: str, first: str = "", rest: str | None = None) -> list[str]:
+        return wrap(esc(text), width, first, rest)
+
+    out = [*para(_headline(d)), "", *para(d.summary), ""]
     if d.victims:
-        rows = [VICTIM_HEADER, *_victim_rows(d)]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(VICTIM_HEADER))]
         out.append("Victims:")
-        for r in rows:
-            out.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip())
+        out.extend(table(VICTIM_HEADER, [[esc(c) for c in r] for r in _victim_rows(d)], width))
         out.append("")
     if d.evidence:
         out.append("Evidence:")
-        out.extend(f"  {_where(e)}: {_clip(e.text)}" for e in d.evidence)
+        for e in d.evidence:
+            out.extend(quote(esc(_where(e)), esc(e.text), width))
         out.append("")
     if d.cause_determined is not False:
         for i, c in enumerate(d.causes, 1):
-            out.extend(_cause_text(i, c))
+            out.extend(_cause_text(i, c, width))
     else:
-        out.extend(_undetermined_text(d))
-    out.extend(_aside_text(d))
+        out.extend(_undetermined_text(d, width))
+    out.extend(_aside_text(d, width))
     if d.notes:
         out.append("Notes:")
-        out.extend(f"  - {n}" for n in d.notes)
+        for n in d.notes:
+            out.extend(para(n, "  - "))
         out.append("")
     if d.next_steps:
         out.append("Next steps:")
-        out.extend(f"  - {s}" for s in d.next_steps)
+        for s in d.next_steps:
+            out.extend(para(s, "  - "))
         out.append("")
     read = ", ".join(f"{i.file} ({i.lines} lines)" for i in d.inputs)
-    out.append(f"Read: {read}")
+    out.extend(para(f"Read: {read}", rest="  "))
     return "\n".join(escape_controls(line) for line in out) + "\n"
 
 
@@ -146,18 +151,21 @@ def _other_kill(r: OomReport) -> str:
     return ", ".join(parts) + f" [{r.file}:{r.last_line}]"
 
 
-def _aside_text(d: Diagnosis) -> list[str]:
+def _aside_text(d: Diagnosis, width: int) -> list[str]:
+    esc = escape_controls
     out: list[str] = []
     if d.other_kills:
         shown, more = _latest_others(d)
-        out.append("Other OOM kills in these inputs (not this failure's):")
-        out.extend(f"  - {_other_kill(r)}" for r in shown)
+        out.extend(wrap("Other OOM kills in these inputs (not this failure's):", width))
+        for r in shown:
+            out.extend(wrap(esc(_other_kill(r)), width, "  - ", quoted=True))
         if more:
-            out.append(f"  - {more}")
+            out.extend(wrap(more, width, "  - "))
         out.append("")
     if d.set_aside:
-        out.append("Inputs set aside (another failure's; `oomwatch diagnose --each` reads each alone):")
-        out.extend(f"  - {f}: {why}" for f, why in d.set_aside)
+        out.extend(wrap("Inputs set aside (another failure's; `oomwatch diagnose --each` reads each alone):", width))
+        for f, why in d.set_aside:
+            out.extend(wrap(esc(f"{f}: {why}"), width, "  - ", quoted=True))
         out.append("")
     return out
 
@@ -193,37 +201,40 @@ def undetermined_line(d: Diagnosis) -> str:
     return f"Cause: not determined from this evidence: it fits more than one cause, or too weakly ({named})."
 
 
-def _undetermined_text(d: Diagnosis) -> list[str]:
+def _undetermined_text(d: Diagnosis, width: int) -> list[str]:
     candidates, collect = _split(d)
-    out = [undetermined_line(d), ""]
+    out = [*wrap(escape_controls(undetermined_line(d)), width, rest="  "), ""]
     for i, c in enumerate(candidates, 1):
-        out.extend(_cause_text(i, c, "Candidate"))
+        out.extend(_cause_text(i, c, width, "Candidate"))
     if collect is not None and collect.reasons:
         out.append("To tell the causes apart, collect:")
-        out.extend(f"  - {r.removeprefix('collect ')}" for r in collect.reasons)
+        for r in collect.reasons:
+            out.extend(wrap(escape_controls(r.removeprefix("collect ")), width, "  - "))
         out.append("")
     return out
 
 
-def _cause_text(i: int, c: Cause, label: str = "Why") -> list[str]:
-    head = f"{label} ({i}): {c.title} [{c.id}, confidence {c.confidence:.2f}]"
-    out = [head]
-    out.extend(f"  {line}" for line in textwrap.wrap(c.mechanism, 96))
-    out.extend(f"  - {r}" for r in c.reasons)
-    out.extend(f"    {_where(e)}: {_clip(e.text)}" for e in c.evidence)
+def _cause_text(i: int, c: Cause, width: int, label: str = "Why") -> list[str]:
+    esc = escape_controls
+    out = wrap(esc(f"{label} ({i}): {c.title} [{c.id}, confidence {c.confidence:.2f}]"), width, rest="  ")
+    out.extend(wrap(esc(c.mechanism), width, "  "))
+    for r in c.reasons:
+        out.extend(wrap(esc(r), width, "  - "))
+    for e in c.evidence:
+        out.extend(quote(esc(_where(e)), esc(e.text), width, "    "))
     if c.fix.strip():
         out.append("Fix:")
-        out.extend(f"    {line}" for line in c.fix.splitlines())
+        out.extend(code([esc(line) for line in c.fix.splitlines()], width))
     out.append("Confirm:")
-    out.extend(f"  {line}" for line in textwrap.wrap(c.confirm, 96))
+    out.extend(wrap(esc(c.confirm), width, "  "))
     if c.references:
-        out.append("See: " + " ".join(c.references))
+        out.extend(wrap(" ".join(esc(r) for r in c.references), width, "See: ", "  "))
     out.append("")
     return out
 
 
 def _md_evidence(evidence: tuple[Evidence, ...]) -> list[str]:
-    return code_fence(f"{_where(e)}: {_clip(e.text)}" for e in evidence)
+    return code_fence(f"{_where(e)}: {clip_quote(e.text)}" for e in evidence)
 
 
 def _cause_markdown(i: int, c: Cause, label: str = "Why") -> list[str]:
@@ -286,7 +297,12 @@ def render_markdown(d: Diagnosis) -> str:
 RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}
 
 
-def render_each(results: list[Diagnosis], fmt: str) -> str:
+def render(fmt: str, d: Diagnosis, width: int = NOT_A_TERMINAL) -> str:
+    """``d`` in format ``fmt``; ``width`` is the text's (JSON and Markdown have none)."""
+    return render_text(d, width) if fmt == "text" else RENDERERS[fmt](d)
+
+
+def render_each(results: list[Diagnosis], fmt: str, width: int = NOT_A_TERMINAL) -> str:
     """``diagnose --each``: JSON a list of Diagnoses; text and Markdown a section per input."""
     if fmt == "json":
         return json.dumps([d.to_json() for d in results], indent=2, ensure_ascii=False) + "\n"
@@ -294,5 +310,5 @@ def render_each(results: list[Diagnosis], fmt: str) -> str:
     for d in results:
         name = ", ".join(i.file for i in d.inputs) or "(no input)"
         title = f"=== {escape_controls(name)} ===" if fmt == "text" else f"## {code_span(name)}"
-        parts.append(f"{title}\n\n{RENDERERS[fmt](d)}")
+        parts.append(f"{title}\n\n{render(fmt, d, width)}")
     return "\n".join(parts)

@@ -29,6 +29,7 @@ from typing import Any
 
 from oomwatch.agent.forecast import fit
 from oomwatch.engine.model import Evidence, LiveEvidence, LiveProcess
+from oomwatch.engine.roles import role_phrase
 from oomwatch.engine.sizes import human
 
 SOURCE = "agent history"
@@ -93,8 +94,7 @@ def _clock(t: float) -> str:
 
 
 def _who(s: _Series) -> str:
-    rank = f", rank {s.rank}" if s.rank is not None else ""
-    return f"pid {s.pid} ({s.comm}, {s.role}{rank})"
+    return f"pid {s.pid} ({s.comm}, {role_phrase(s.role, s.rank)})"
 
 
 def analyze(

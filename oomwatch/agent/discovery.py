@@ -19,6 +19,7 @@ Roles come from :mod:`oomwatch.agent.roles`. Jobs:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from collections.abc import Sequence
@@ -110,7 +111,24 @@ def classify(procs: Sequence[ProcInfo]) -> list[Member]:
         rank = _int(p.env.get("RANK")) if ranked else None
         local_rank = _int(p.env.get("LOCAL_RANK")) if ranked else None
         out.append(Member(p.pid, role, job, rank, local_rank))
-    return out
+    return _world_of_one(out)
+
+
+def _world_of_one(members: list[Member]) -> list[Member]:
+    """A job of one rank, with DataLoader workers and no launcher, whose environment names no rank
+    (``python train.py``): its training process is rank 0 of a world of 1, as ``diagnose`` says from
+    the kernel's task table (engine.jobshape.table_roles)."""
+    by_job: dict[str, list[Member]] = {}
+    for m in members:
+        if m.job is not None:
+            by_job.setdefault(m.job, []).append(m)
+    alone = set()
+    for job, ms in by_job.items():
+        roles = [m.role for m in ms]
+        one = roles.count("rank") == 1 and "dataloader_worker" in roles and "launcher" not in roles
+        if one and all(m.rank is None for m in ms):
+            alone.add(job)
+    return [dataclasses.replace(m, rank=0) if m.job in alone and m.role == "rank" else m for m in members]
 
 
 def _ancestor_job(p: ProcInfo, by_pid: dict[int, ProcInfo], jobs: dict[int, str]) -> str | None:

@@ -26,9 +26,10 @@ from oomwatch.agent.joboutput import JobOutput, OutputFile, job_outputs, locate_
 from oomwatch.agent.killid import agent_kill_id, boot_id, kernel_kill_id, line_kill_id
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.engine.model import Evidence, Observed, Program, Victim
-from oomwatch.engine.roles import PYTHON_PREFIXES
+from oomwatch.engine.roles import PYTHON_PREFIXES, role_phrase
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgRecord
+from oomwatch.layout import NOT_A_TERMINAL, table, wrap
 from oomwatch.textsafe import escape_controls, escape_lines
 
 if TYPE_CHECKING:
@@ -434,9 +435,7 @@ class Incidents:
         rank = "" if victim is None or victim.rank is None else str(victim.rank)
         self._settle(pending, (job or "", role, rank, comm, verdict, cause), remedy)
         path = self._store(pending, doc, render_incident_text(doc, renderers["text"](diagnosis)))
-        said_role = (
-            f"{victim.role}" + (f" rank {victim.rank}" if victim and victim.rank is not None else "") if victim else ""
-        )
+        said_role = role_phrase(victim.role, victim.rank) if victim else ""
         log.warning(
             "%s: pid %d (%s%s%s) [%s]: %s -> %s",
             "OOM kill" if verdict in OOM_VERDICTS else "killed",
@@ -505,7 +504,8 @@ class Incidents:
             }
         )  # fmt: skip
         self._settle(pending, pending.key, NO_REMEDY)
-        return self._store(pending, doc, render_incident_text(doc, summary + "\n"))
+        said = "\n".join(wrap(escape_controls(summary), NOT_A_TERMINAL, rest="  "))
+        return self._store(pending, doc, render_incident_text(doc, said + "\n"))
 
     def _store(self, pending: _Pending, doc: dict[str, Any], text: str) -> Path | None:
         """Write the incident's files; when the disk refuses (full, read-only, permission), keep them to
@@ -596,7 +596,7 @@ class Incidents:
         first = victims[0]
         others = ""
         if len(victims) > 1:
-            rest = ", ".join(f"{v.pid} ({v.comm}, {v.role})" for v in victims[1:6])
+            rest = ", ".join(f"{v.pid} ({v.comm}, {role_phrase(v.role, v.rank)})" for v in victims[1:6])
             more = f" and {len(victims) - 6} more" if len(victims) > 6 else ""
             n = len(victims) - 1
             others = f" With it, {n} other process{'es' if n > 1 else ''} of its cgroup died of SIGKILL: {rest}{more}."
@@ -697,8 +697,7 @@ def _where(cgroup: str | None) -> str:
 
 def _sampled_victim(p: ProcessSample, cgroup: str | None, said: str) -> Victim:
     """A victim as the agent sampled it last; its evidence is the agent's own line ``said``."""
-    rank = f" rank {p.rank}" if p.rank is not None else ""
-    line = f"pid {p.pid} ({p.comm}, {p.role}{rank}): {said}"
+    line = f"pid {p.pid} ({p.comm}, {role_phrase(p.role, p.rank)}): {said}"
     return Victim(
         p.pid, p.comm, p.role, p.rank, p.anon, p.file, p.shmem, cgroup, (Evidence("agent", 1, line),), "agent"
     )
@@ -794,11 +793,12 @@ def is_oom_kill(doc: dict[str, Any]) -> bool:
     return (doc.get("diagnosis") or {}).get("verdict") in OOM_VERDICTS
 
 
-def render_incident_text(doc: dict[str, Any], diagnosis_text: str) -> str:
+def render_incident_text(doc: dict[str, Any], diagnosis_text: str, width: int = NOT_A_TERMINAL) -> str:
+    """The incident for a person: who was killed when, ``diagnosis_text`` (rendered in ``width``
+    columns) and the job's history, every line at most ``width`` columns."""
     v = doc["victim"]
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["time"]))
-    who = f"pid {v['pid']} ({v['comm']}" + (f", {v['role']}" if v.get("role") else "")
-    who += (f" rank {v['rank']}" if v.get("rank") is not None else "") + ")"
+    who = f"pid {v['pid']} ({v['comm']}" + (f", {role_phrase(v['role'], v.get('rank'))}" if v.get("role") else "") + ")"
     of_job = f" of job {v['job']}" if v["job"] else ""
     if is_oom_kill(doc):
         said = f"{when}: the kernel killed {who}{of_job}"
@@ -806,21 +806,22 @@ def render_incident_text(doc: dict[str, Any], diagnosis_text: str) -> str:
         said = f"{when}: {who}{of_job} was killed by SIGKILL, not by the kernel's OOM killer"
     # comm, job, cgroups and quoted output are the processes' own: each line escaped before the lines
     # are joined (a job named "x\nFAKE" starts no line), and the diagnosis's lines once more
-    out = [escape_controls(f"oomwatch incident {doc['id']}"), escape_controls(said)]
+    out = [*wrap(escape_controls(f"oomwatch incident {doc['id']}"), width, quoted=True)]
+    out += wrap(escape_controls(said), width, rest="  ")
     out += ["", escape_lines(diagnosis_text.rstrip("\n")), ""]
-    out.append(_history_table(doc["history"]))
+    out.append(_history_table(doc["history"], width))
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _history_table(history: dict[str, Any]) -> str:
+def _history_table(history: dict[str, Any], width: int) -> str:
     rows = history.get("processes") or []
     if not rows:
-        return escape_controls(f"History: none ({history.get('source', '')}).")
+        return "\n".join(wrap(escape_controls(f"History: none ({history.get('source', '')})."), width, rest="  "))
     by_pid: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
         by_pid.setdefault(r["pid"], []).append(r)
-    lines = [f"History ({history.get('source', '')}): first → peak → last"]
-    lines.append(f"  {'PID':>8}  {'ROLE':<18} {'RANK':>4}  {'ANON':<36} {'USS':<36}")
+    lines = wrap(escape_controls(f"History ({history.get('source', '')}): first → peak → last"), width, rest="  ")
+    table_rows = []
     for pid, rs in sorted(by_pid.items()):
         rs.sort(key=lambda r: r.get("time") or 0)
         last = rs[-1]
@@ -832,7 +833,8 @@ def _history_table(history: dict[str, Any]) -> str:
             return f"{human(vals[0])} → {human(max(vals))} → {human(vals[-1])}"
 
         rank = "-" if last.get("rank") is None else str(last["rank"])
-        lines.append(f"  {pid:>8}  {str(last.get('role')):<18} {rank:>4}  {span('anon'):<36} {span('uss'):<36}")
+        table_rows.append([str(pid), escape_controls(str(last.get("role"))), rank, span("anon"), span("uss")])
+    lines.extend(table(("PID", "ROLE", "RANK", "ANON", "USS"), table_rows, width, right=(0, 2)))
     return "\n".join(escape_controls(line) for line in lines)
 
 

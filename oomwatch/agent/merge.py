@@ -13,6 +13,7 @@ from typing import Any
 from oomwatch.agent.analyze import analyze, this_run
 from oomwatch.agent.history import HistoryStore
 from oomwatch.engine.model import LiveEvidence
+from oomwatch.engine.roles import role_phrase
 
 WINDOW = 300.0  # seconds of the job's history before the victim's last sample
 
@@ -35,10 +36,7 @@ def from_history(
             known[r.pid] = (r.role, r.rank)
         start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))
         span = f"{start}–{time.strftime('%H:%M:%S', time.localtime(until))}"
-        if last.role == "rank" and last.rank is not None:
-            who = f"rank {last.rank}"
-        else:
-            who = last.role + (f" of rank {last.rank}" if last.rank is not None else "")
+        who = role_phrase(last.role, last.rank)
         of_job = f" of job {last.job}" if last.job else ""
         note = (
             f"history: pid {pid} was {who}{of_job}; its job's samples {span} were analyzed "

@@ -7,7 +7,9 @@ The first rule that matches wins (see :func:`assign_roles`):
    agent (comm ``pt_elastic``), deepspeed (and its ``deepspeed.launcher.launch``), ``accelerate launch``,
    ``lightning run``, ``mpirun`` / ``mpiexec`` / ``srun``.
 2. ``dataloader_worker``: comm ``pt_data_worker`` (torch >= 2.1 names its workers so).
-3. ``manager``: argv mentions ``multiprocessing.resource_tracker`` or ``multiprocessing.managers``.
+3. ``other``: argv mentions ``multiprocessing.resource_tracker`` (Python's tracker of semaphores and
+   shared memory segments, started by any use of multiprocessing: no part of the training, and no
+   data lives in it); ``manager``: argv mentions ``multiprocessing.managers``.
 4. ``rank``: a python child of a launcher.
 5. ``rank``: RANK or LOCAL_RANK in the environment, unless the process is a child of a rank that
    inherited the same RANK (then rule 6 decides).
@@ -57,7 +59,8 @@ LAUNCHER_MODULES = frozenset(
     }
 )
 MP_CHILD_MARKERS = ("from multiprocessing.spawn import spawn_main", "multiprocessing.forkserver")
-MANAGER_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.managers")
+MANAGER_MARKERS = ("multiprocessing.managers",)
+TRACKER_MARKERS = ("multiprocessing.resource_tracker",)
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,8 @@ def assign_roles(procs: Sequence[ProcInfo]) -> dict[int, str]:
             roles[p.pid] = "launcher"
         elif p.comm in WORKER_COMMS:
             roles[p.pid] = "dataloader_worker"
+        elif any(marker in arg for arg in p.argv for marker in TRACKER_MARKERS):
+            roles[p.pid] = "other"
         elif any(marker in arg for arg in p.argv for marker in MANAGER_MARKERS):
             roles[p.pid] = "manager"
         elif (parent_role == "launcher" and is_python(p)) or (has_rank_env(p) and not inherited):

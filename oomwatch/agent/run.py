@@ -38,6 +38,7 @@ from oomwatch.engine.loader import load_rules
 from oomwatch.engine.model import Program
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
+from oomwatch.layout import NOT_A_TERMINAL, table, wrap
 from oomwatch.paths import HostPaths
 from oomwatch.redact import redact_argv
 from oomwatch.scripts import read_program
@@ -325,27 +326,26 @@ def _restore_signals(old: dict[int, Any]) -> None:
         signal.signal(sig, handler)
 
 
-def render_samples(rec: Recorder, interval: float) -> str:
-    """The processes of the run, parents first, with what the samples saw."""
+SAMPLES_HEADER = ("PID", "ROLE", "RANK", "COMM", "RSS", "ANON", "USS", "USS GROWTH", "END")
+
+
+def render_samples(rec: Recorder, interval: float, width: int = NOT_A_TERMINAL) -> str:
+    """The processes of the run, parents first, with what the samples saw, in ``width`` columns."""
     if not rec.seen:
         return ""
-    lines = [f"Memory of the command's processes (sampled every {interval:g}s by oomwatch run):"]
-    lines.append(
-        f"  {'PID':>8}  {'ROLE':<18} {'RANK':>4}  {'COMM':<16} {'PEAK RSS':>10} {'PEAK ANON':>10} "
-        f"{'PEAK USS':>10} {'USS GROWTH':>10}  END"
-    )
+    title = f"Memory of the command's processes, each at its peak (sampled every {interval:g}s by oomwatch run):"
+    lines = wrap(title, width)
     order = sorted(rec.seen.values(), key=lambda s: (s.first_time, s.first.pid))
+    rows = []
     for s in order[:60]:
         p = s.last
         growth = "-"
         if s.first_uss is not None and p.uss is not None:
             growth = ("+" if p.uss >= s.first_uss else "-") + human(abs(p.uss - s.first_uss))
-        end = "gone" if s.gone else "alive"
-        rank = "-" if p.rank is None else str(p.rank)
-        lines.append(
-            f"  {p.pid:>8}  {p.role:<18} {rank:>4}  {escape_controls(p.comm)[:16]:<16} {human(s.peak.get('rss')):>10} "
-            f"{human(s.peak.get('anon')):>10} {human(s.peak.get('uss')):>10} {growth:>10}  {end}"
-        )
+        rows.append([str(p.pid), p.role, "-" if p.rank is None else str(p.rank), escape_controls(p.comm),
+                     human(s.peak.get("rss")), human(s.peak.get("anon")), human(s.peak.get("uss")), growth,
+                     "gone" if s.gone else "alive"])  # fmt: skip
+    lines.extend(table(SAMPLES_HEADER, rows, width, right=(0, 2, 4, 5, 6, 7)))
     if len(order) > 60:
         lines.append(f"  ... and {len(order) - 60} more")
     tick = rec.last_tick

@@ -18,7 +18,7 @@ from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, OomReport, Program, Victim
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.sizes import human
-from oomwatch.engine.victims import launched, linked_pids
+from oomwatch.engine.victims import launched, linked_pids, manager_shown
 
 PROGRAM_SHARE = 0.1  # a separate program holding this share of the limit counts as one sharing it
 
@@ -48,7 +48,7 @@ def derived_facts(
     capacity = None
     if rep is not None:
         ranks, workers = linked_pids(events)
-        roles = table_roles(rep, known, ranks, workers, launched(events))
+        roles = table_roles(rep, known, ranks, workers, launched(events), manager_shown(events))
         roles.update({v.pid: (v.role, v.rank) for v in victims if v.source == "kernel" and v.pid in roles})
         outside = table_members(rep, roles)
         capacity = rep.memcg_limit_bytes if rep.constraint == "memcg" else rep.mem_total_bytes

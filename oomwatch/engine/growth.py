@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from oomwatch.engine.model import Event, Evidence, LiveProcess
+from oomwatch.engine.roles import role_phrase
 from oomwatch.engine.sizes import human, parse_size
 
 MIB = 1 << 20
@@ -95,8 +96,7 @@ def growth_facts(
     if victim is not None and len(victim.points) >= MIN_POINTS:
         points = list(victim.points)
         kind, r2 = shape(points)
-        rank = f", rank {victim.rank}" if victim.rank is not None else ""
-        who = f"pid {victim.pid} ({victim.comm}, {victim.role}{rank})"
+        who = f"pid {victim.pid} ({victim.comm}, {role_phrase(victim.role, victim.rank)})"
         (t0, v0), (t1, v1) = points[0], points[-1]
         peak = max(v for _, v in points)
         what = "USS (private memory)" if victim.basis == "USS" else "anonymous memory"

@@ -21,7 +21,7 @@ from statistics import median
 from typing import Any
 
 from oomwatch.engine.model import Evidence, LiveProcess, OomReport, TaskRow
-from oomwatch.engine.roles import LAUNCHER_COMMS, PYTHON_PREFIXES, role_for
+from oomwatch.engine.roles import LAUNCHER_COMMS, PYTHON_PREFIXES, role_for, role_phrase
 from oomwatch.engine.sizes import human
 
 ALIKE = 0.25  # ranks within ±25% of the ranks' median are alike
@@ -62,13 +62,16 @@ def table_roles(
     rank_pids: Mapping[int, int | None],
     worker_pids: set[int],
     launched: bool,
+    manager: bool = False,
 ) -> dict[int, tuple[str, int | None]]:
     """(role, rank) of every row of the report's task table. Beyond what was seen live, what
     launchers named and the kernel's names (engine.roles): with a launcher in the job (a row, a
     launcher's line, or a rank named), the Python processes of its ranks' name are ranks; without
     one, the training process of a single-process job is its workers' parent (its first Python
-    process; the others are a Manager, a helper), or the only Python process, or one four times the
-    next."""
+    process), rank 0 of a world of 1, or the only Python process, or one four times the next (a rank
+    whose number nothing gave). Beside a workers' parent, another Python process of its name that is
+    no helper is the ``manager`` when the logs show a multiprocessing Manager (``manager``:
+    managers.py frames, a SyncManager, a proxy), else unknown."""
     roles: dict[int, tuple[str, int | None]] = {}
     open_rows: list[TaskRow] = []
     for row in rep.tasks:
@@ -99,14 +102,23 @@ def table_roles(
             roles.setdefault(row.pid, ("unknown", None) if helper else ("rank", None))
         return roles
     big = sorted((row for row in open_rows if _private(row) > 0), key=_private, reverse=True)
-    if "dataloader_worker" in seen and big:
+    had_workers = "dataloader_worker" in seen and bool(big)
+    if had_workers:
         main: TaskRow | None = min(big, key=lambda r: r.pid)  # the workers' parent: started first
     elif big and (len(big) == 1 or _private(big[1]) < DOMINANT * _private(big[0])):
         main = big[0]  # by far the largest Python process: the job's (a pty driver, a tracker beside it)
     else:
         main = None
+    biggest = _private(big[0]) if big else 0
     for row in open_rows:
-        roles[row.pid] = ("rank", None) if row is main else ("unknown", None)
+        if row is main:
+            roles[row.pid] = ("rank", 0 if had_workers else None)
+        elif manager and had_workers and main is not None and row.name == main.name and row.pid > main.pid and (
+            _private(row) >= HELPER * biggest
+        ):  # fmt: skip
+            roles[row.pid] = ("manager", None)  # started by the training process, serving it and its workers
+        else:
+            roles[row.pid] = ("unknown", None)
     return roles
 
 
@@ -123,8 +135,7 @@ def table_members(rep: OomReport, roles: Mapping[int, tuple[str, int | None]]) -
 def live_members(processes: Sequence[LiveProcess]) -> list[Member]:
     out = []
     for p in processes:
-        rank = f", rank {p.rank}" if p.rank is not None else ""
-        text = f"pid {p.pid} ({p.comm}, {p.role}{rank}): {p.basis} {human(p.peak)} at its peak"
+        text = f"pid {p.pid} ({p.comm}, {role_phrase(p.role, p.rank)}): {p.basis} {human(p.peak)} at its peak"
         out.append(Member(p.pid, p.comm, p.role, p.rank, p.peak, Evidence("agent history", 0, text)))
     return out
 

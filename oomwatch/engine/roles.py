@@ -38,3 +38,12 @@ def role_for(
     if name.lower().startswith(PYTHON_PREFIXES):
         return "unknown"
     return "other"
+
+
+def role_phrase(role: str | None, rank: int | str | None) -> str:
+    """A process's role and rank in words, each said once: ``rank 3`` (not "rank rank 3"), ``rank``
+    when its number is unknown, ``dataloader_worker of rank 3``, ``launcher``; ``unknown`` without a role."""
+    role = role or "unknown"
+    if rank is None or rank == "":
+        return role
+    return f"rank {rank}" if role == "rank" else f"{role} of rank {rank}"

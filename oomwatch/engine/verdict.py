@@ -8,6 +8,7 @@ from typing import Any
 
 from oomwatch.engine.loader import VerdictRule
 from oomwatch.engine.model import OomReport, Victim
+from oomwatch.engine.roles import role_phrase
 from oomwatch.engine.sizes import human
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -29,7 +30,7 @@ def describe_victim(v: Victim | None) -> str:
     if v.role == "rank" and v.rank is None:
         parts.append("training process")  # a single-process trainer, or a rank whose number nothing gave
     elif v.role not in ("unknown", "other"):
-        parts.append(v.role.replace("_", " ") + (f" {v.rank}" if v.rank is not None else ""))
+        parts.append(role_phrase(v.role, v.rank).replace("_", " "))
     elif v.rank is not None:
         parts.append(f"rank {v.rank}")
     if v.anon_rss_bytes is not None:

@@ -63,9 +63,20 @@ def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int
     return ranks, workers
 
 
+def _hint(ev: Event, name: str) -> bool:
+    return ev.kind == "hint" and ev.fields.get("hint") == name
+
+
 def launched(events: Sequence[Event]) -> bool:
-    """A launcher's line is in the inputs (torchrun, deepspeed, mpirun... reporting on its ranks)."""
-    return any(ev.kind in RANK_KINDS and ev.fields.get("launcher") for ev in events)
+    """A launcher's line is in the inputs (torchrun, deepspeed, mpirun... reporting on its ranks), or
+    torch.multiprocessing.spawn's frames (its parent started the ranks: rules hint ``mp_spawn``)."""
+    return any((ev.kind in RANK_KINDS and ev.fields.get("launcher")) or _hint(ev, "mp_spawn") for ev in events)
+
+
+def manager_shown(events: Sequence[Event]) -> bool:
+    """The logs show a multiprocessing Manager in the job (managers.py frames, a SyncManager, a
+    proxy: rules hint ``mp_manager``)."""
+    return any(_hint(ev, "mp_manager") for ev in events)
 
 
 def build_victims(
@@ -77,6 +88,7 @@ def build_victims(
     ranks, workers = linked_pids(events)
     known = known or {}
     by_launcher = launched(events)
+    manager = manager_shown(events)
     victims: list[Victim] = []
     seen: set[tuple[str, int]] = set()
     # each pid's first three lines from launchers and kills, indexed once (per report, every event was read)
@@ -95,7 +107,7 @@ def build_victims(
         seen.add(("kernel", pid))
         name = rep.victim_name if rep.victim_pid is not None else rep.selected_name
         extra = tuple(named.get(pid, ()))
-        role, rank = table_roles(rep, known, ranks, workers, by_launcher).get(pid, (None, None))
+        role, rank = table_roles(rep, known, ranks, workers, by_launcher, manager).get(pid, (None, None))
         if role is None:
             role, rank = known[pid] if pid in known else (role_for(name, pid, ranks, workers), ranks.get(pid))
         victims.append(
@@ -122,7 +134,10 @@ def build_victims(
                 continue
             name = _program(ev.fields.get("name")) or ev.fields.get("container") or ev.fields.get("pod")
             key = (ev.kind, pid if pid is not None else hash(name))
-            if key in seen or (pid is None and name is None):
+            lost = _lost_rank(ev) if pid is None and name is None else None
+            if lost is not None:  # mp.spawn's `process 1 terminated with signal SIGKILL`: a rank, no pid
+                key = ("rank", lost)
+            if key in seen or (pid is None and name is None and lost is None):
                 continue
             seen.add(key)
             # a pod or container name is not a process name: its role is unknown, not "other"
@@ -163,20 +178,26 @@ def build_victims(
     return _lone_rank(victims, events)
 
 
+def _lost_rank(ev: Event) -> int | None:
+    """The rank a launcher says it lost to SIGKILL without naming its pid, else None."""
+    if ev.kind != "sigkill" or ev.fields.get("pid"):
+        return None
+    return _int(ev.fields.get("rank") or ev.fields.get("local_rank"))
+
+
 def _lone_rank(victims: list[Victim], events: Sequence[Event]) -> list[Victim]:
     """A launcher that names the rank it lost but not its pid (torch.multiprocessing.spawn's `process 1
     terminated with signal SIGKILL`), and one kernel kill of a rank whose number nothing gave: the same
-    process. Any more of either and they cannot be paired."""
-    lost = {_int(ev.fields.get("rank") or ev.fields.get("local_rank")) for ev in events
-            if ev.kind == "sigkill" and not ev.fields.get("pid")}  # fmt: skip
-    lost.discard(None)
+    process. Any more of either and they cannot be paired. A lost rank that a victim with a pid is
+    (paired here, or named by another line) is not listed again without one."""
+    lost = {r for r in map(_lost_rank, events) if r is not None}
     open_ranks = [i for i, v in enumerate(victims) if v.source == "kernel" and v.role == "rank" and v.rank is None]
-    named = {v.rank for v in victims if v.rank is not None}
-    if len(lost) != 1 or len(open_ranks) != 1 or lost & named:
-        return victims
-    i = open_ranks[0]
-    victims[i] = replace(victims[i], rank=next(iter(lost)))
-    return victims
+    named = {v.rank for v in victims if v.rank is not None and v.pid is not None}
+    if len(lost) == 1 and len(open_ranks) == 1 and not lost & named:
+        i, rank = open_ranks[0], next(iter(lost))
+        victims[i] = replace(victims[i], rank=rank)
+        named.add(rank)
+    return [v for v in victims if v.pid is not None or v.rank is None or v.rank not in named]
 
 
 _SOURCES = {

@@ -50,7 +50,8 @@ def test_torchrun_ranks_workers_and_manager():
     assert m[102] == Member(102, "rank", "r1", 1, 1)
     assert m[103] == Member(103, "dataloader_worker", "r1", 0, 0)
     assert m[104].role == "dataloader_worker"
-    assert m[105].role == "manager" and m[106].role == "manager" and m[106].rank == 1
+    assert m[105].role == "manager"
+    assert (m[106].role, m[106].job) == ("other", "r1")  # the resource tracker: in the job, no part of it
     assert (m[107].role, m[107].job) == ("other", "r1")
     assert (m[1].role, m[1].job) == ("other", None) and (m[10].role, m[10].job) == ("other", None)
 
@@ -107,7 +108,7 @@ def test_mp_spawn_parent_is_launcher_children_are_ranks():
     m = by_pid(procs)
     assert m[600].role == "launcher"
     assert m[601].role == "rank" and m[602].role == "rank" and m[601].rank is None
-    assert m[603].role == "manager" and m[604].role == "dataloader_worker"
+    assert m[603].role == "other" and m[604].role == "dataloader_worker"  # 603: the resource tracker
     assert {x.job for x in m.values()} == {"tree-600"}
 
 
@@ -172,8 +173,9 @@ def test_lone_python_with_workers_main_is_the_training_process():
         P(1010, 1, "python3", PY, "script.py"),  # a lone python with no workers: nothing says training
     ]
     m = by_pid(procs)
-    assert (m[1000].role, m[1000].job) == ("rank", "tree-1000")  # no RANK: a rank with no number
-    assert (m[1001].role, m[1001].job) == ("dataloader_worker", "tree-1000")
+    # no RANK, no launcher, workers: the training process, rank 0 of a world of 1
+    assert (m[1000].role, m[1000].job, m[1000].rank) == ("rank", "tree-1000", 0)
+    assert (m[1001].role, m[1001].job, m[1001].rank) == ("dataloader_worker", "tree-1000", None)
     assert m[1002].role == "dataloader_worker"
     assert (m[1010].role, m[1010].job) == ("other", None)
 

@@ -148,7 +148,9 @@ def test_kill_9_of_a_worker_and_then_of_the_rest_of_the_job(tmp_path: Path):
         kills = [x for x in agent.scrape().splitlines() if x.startswith("oomwatch_oom_kills_total{")]
         assert any('verdict="sigkill_unexplained"' in k and 'role="dataloader_worker"' in k for k in kills), kills
         text = (state / "incidents" / f"{doc['id']}.txt").read_text()
-        assert "was killed by SIGKILL, not by the kernel's OOM killer" in text.splitlines()[1], text
+        said = " ".join(line.strip() for line in text.split("\n\n")[0].splitlines()[1:])  # wrapped to 100 columns
+        assert "was killed by SIGKILL, not by the kernel's OOM killer" in said, text
+        assert all(len(line) <= 100 for line in text.splitlines()), text
         print(f"kill -9 to incident: {written:.2f} s (latency {doc['latency_seconds']} s)")
 
         # the rest of the job at once (a container kill): one incident, the largest process named
