@@ -27,6 +27,10 @@ FACTS: dict[str, str] = {
     "kernel.memcg_kills": "kills because a memory cgroup hit its limit (CONSTRAINT_MEMCG)",
     "kernel.memcg_reports": "reports (killed or not) that name a memory cgroup limit",
     "kernel.manual_kills": "kills forced by SysRq-f (moom_callback), not by memory pressure",
+    "kernel.group_kills": (
+        "processes killed with a report's victim because its cgroup has memory.oom.group set (not counted in "
+        "kernel.kills: one failure)"
+    ),
     "victims.count": "victims found (kernel and log)",
     "victims.training": "victims whose role is launcher, rank, dataloader_worker or manager",
     "victim.role": "role of the first victim",
@@ -189,6 +193,7 @@ def compute_facts(
     facts["kernel.unknown_kills"] = len(kills) - facts["kernel.memcg_kills"] - facts["kernel.global_kills"]
     facts["kernel.memcg_reports"] = sum(1 for r in reports if r.constraint == "memcg")
     facts["kernel.manual_kills"] = sum(1 for r in kills if r.manual)
+    facts["kernel.group_kills"] = sum(len(r.group_killed) for r in reports)
     facts["victims.count"] = len(victims)
     facts["victims.training"] = sum(1 for v in victims if v.role in TRAINING_ROLES)
     first = victims[0] if victims else None

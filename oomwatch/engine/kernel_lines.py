@@ -20,6 +20,8 @@ Formats follow mm/oom_kill.c and mm/memcontrol.c from 2.6.32 to 6.x:
   `Killed process N, UID U, (x) total-vm:...`
 - summary: `oom-kill:constraint=...,task_memcg=...,task=x,pid=N,uid=U` (4.19+)
 - reaper: `oom_reaper: reaped process N (x), now anon-rss:0kB, ...` (4.6+)
+- group kill: `Tasks in /a are going to be killed due to memory.oom.group set` (4.19+,
+  mem_cgroup_print_oom_group), then one kill line per other task of that cgroup
 - memcg: `Task in /a killed as a result of limit of /b` (cgroup v1, <4.19),
   `memory: usage NkB, limit NkB, failcnt N`, `Memory cgroup stats for /a: cache:0KB
   rss:980KB ...` (one line, v1) or `Memory cgroup stats for /a:` followed by
@@ -48,11 +50,13 @@ __all__ = [
     "Summary",
     "constraint_from_message",
     "is_report_shaped",
+    "kill_cut_before_pid",
     "parse_cpu_pid",
     "parse_header",
     "parse_kill",
     "parse_memcg_task_in",
     "parse_memcg_usage",
+    "parse_oom_group",
     "parse_meminfo",
     "parse_reaper",
     "parse_selection",
@@ -62,6 +66,7 @@ __all__ = [
     "parse_table_header",
     "parse_task_row",
     "to_int",
+    "unquote",
 ]
 
 PAGE_SIZE = 4096  # the task table and Mem-Info count 4 KiB pages
@@ -161,6 +166,19 @@ def parse_selection(text: str) -> Selection | None:
     if m is None:
         return None
     return Selection(m.group("msg"), to_int(m.group("pid")), m.group("comm"))
+
+
+_CUT_KILL = re.compile(r"(?:Out of memory|Memory cgroup out of memory)(?: \([^)]*\))?: ?(?P<tail>[A-Za-z ]*)$")
+
+
+def kill_cut_before_pid(text: str) -> bool:
+    """A kill line broken before its pid when pasted: `Memory cgroup out of memory: Killed` or
+    `...: Killed process` at the end of the line (the rest on the next line)."""
+    m = _CUT_KILL.search(text)
+    if m is None:
+        return False
+    tail = m.group("tail").strip()
+    return bool(tail) and "Killed process".startswith(tail)
 
 
 _KILLED = re.compile(
@@ -286,6 +304,17 @@ def parse_reaper(text: str) -> Reaper | None:
 
 
 # --- memory cgroup ---------------------------------------------------------------------
+
+_OOM_GROUP = re.compile(r"^Tasks in (?P<cgroup>.*?) are going to be killed due to memory\.oom\.group set")
+
+
+def parse_oom_group(text: str) -> str | None:
+    """The cgroup of `Tasks in /a are going to be killed due to memory.oom.group set`: every task in
+    it is killed with the victim just named (``memory.oom.group`` is 1, the default for the
+    containers of Kubernetes >= 1.28 on cgroup v2)."""
+    m = _OOM_GROUP.match(text)
+    return m.group("cgroup").strip() if m is not None else None
+
 
 _TASK_IN = re.compile(r"^Task in (?P<task>.*) killed as a result of limit of (?P<limit>.*)$")
 
@@ -421,6 +450,18 @@ def parse_task_row(text: str, columns: tuple[str, ...], line_no: int) -> TaskRow
         line=line_no,
         text=text.strip(),
     )
+
+
+# --- pasted text ---------------------------------------------------------------------------
+
+_QUOTE = re.compile(r"^(?:>[ \t]?)+")
+
+
+def unquote(text: str) -> str:
+    """The text without the `> ` quote marks of an e-mail or a GitHub reply (`> > ` when nested):
+    no line of the kernel's starts with `>`."""
+    m = _QUOTE.match(text) if text[:1] == ">" else None
+    return text[m.end() :] if m is not None else text
 
 
 # --- shape ---------------------------------------------------------------------------------
