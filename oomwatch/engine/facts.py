@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from oomwatch.engine.memcg_counters import counter_facts
 from oomwatch.engine.model import Event, Observed, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES
 from oomwatch.engine.sizes import parse_size
@@ -76,6 +77,16 @@ FACTS: dict[str, str] = {
     "host.mem_total_bytes": "RAM of the host, from the report's Mem-Info (pages RAM)",
     "host.free_swap_bytes": "free swap when the OOM killer ran",
     "cgroup.limit_bytes": "the memory cgroup's limit, from the report",
+    "cgroup.counted_oom_kills": (
+        "oom_kill of a memory.events / memory.oom_control dump in the inputs (largest): the cgroup's processes "
+        "OOM-killed since it was made; None without a dump"
+    ),
+    "cgroup.counted_ooms": (
+        "oom of a memory.events dump (largest): times the cgroup's limit was hit and an allocation was about to fail"
+    ),
+    "cgroup.counted_group_kills": (
+        "oom_group_kill of a memory.events dump (largest): whole-cgroup kills (memory.oom.group)"
+    ),
     "cgroup.usage_bytes": "the memory cgroup's usage, from the report",
     "cgroup.shmem_bytes": "shared memory (tmpfs, /dev/shm, shared anonymous) charged to the memory cgroup (its stats)",
     "tasks.shmem_rss_bytes": "shared memory mapped by the task table's processes together (rss_shmem)",
@@ -211,6 +222,7 @@ def compute_facts(
         facts[f"cuda.{name}_bytes"] = _max_size(events, "cuda_oom", name)
     unalloc, tried = facts["cuda.reserved_unallocated_bytes"], facts["cuda.tried_bytes"]
     facts["cuda.fragmented"] = unalloc > tried if unalloc is not None and tried is not None else None
+    facts.update(counter_facts(events))
     facts["victim.name"] = first.name if first else None
     facts["victim.rank"] = first.rank if first else None
     facts.update(_launcher(events))
