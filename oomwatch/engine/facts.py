@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from oomwatch.engine.cuda_summary import summary_facts
 from oomwatch.engine.memcg_counters import counter_facts
 from oomwatch.engine.model import Event, Observed, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES
@@ -49,6 +50,9 @@ FACTS: dict[str, str] = {
     "cuda.free_bytes": "free GPU memory, from a CUDA OOM message",
     "cuda.reserved_bytes": "memory reserved by PyTorch's caching allocator (torch 1.x wording)",
     "cuda.fragmented": "reserved-but-unallocated GPU memory exceeded the failed request (fragmentation)",
+    "cuda.summary_allocated_bytes": "allocated GPU memory (Cur Usage) of the last torch.cuda.memory_summary() table",
+    "cuda.summary_reserved_bytes": "GPU memory reserved by the caching allocator (Cur Usage) in that table",
+    "cuda.summary_unallocated_share": "(reserved - allocated) / reserved in that table: free blocks it holds",
     "victim.name": "kernel name (comm) of the first victim",
     "victim.rank": "rank of the first victim, when a launcher named it",
     "victim.share_of_capacity": "first kernel victim's anon RSS / the cgroup limit (memcg) or MemTotal (global)",
@@ -222,6 +226,7 @@ def compute_facts(
         facts[f"cuda.{name}_bytes"] = _max_size(events, "cuda_oom", name)
     unalloc, tried = facts["cuda.reserved_unallocated_bytes"], facts["cuda.tried_bytes"]
     facts["cuda.fragmented"] = unalloc > tried if unalloc is not None and tried is not None else None
+    facts.update(summary_facts(events))
     facts.update(counter_facts(events))
     facts["victim.name"] = first.name if first else None
     facts["victim.rank"] = first.rank if first else None
