@@ -18,7 +18,8 @@ Formats follow mm/oom_kill.c and mm/memcontrol.c from 2.6.32 to 6.x:
   (2.6.32), `total-vm:..kB, anon-rss:..kB, file-rss:..kB[, shmem-rss:..kB]
   [, UID:.. pgtables:..kB oom_score_adj:..]` (2.6.33-6.x), and the RHEL 6 form
   `Killed process N, UID U, (x) total-vm:...`
-- summary: `oom-kill:constraint=...,task_memcg=...,task=x,pid=N,uid=U` (4.19+)
+- summary: `oom-kill:constraint=...,task_memcg=...,task=x,pid=N,uid=U` (4.19+; 5.0-5.1 say
+  CONSTRAINT_NONE for a memory cgroup's OOM: its `oom_memcg=` tells)
 - reaper: `oom_reaper: reaped process N (x), now anon-rss:0kB, ...` (4.6+)
 - group kill: `Tasks in /a are going to be killed due to memory.oom.group set` (4.19+,
   mem_cgroup_print_oom_group), then one kill line per other task of that cgroup
@@ -262,9 +263,15 @@ def parse_summary(text: str) -> Summary | None:
     head = body[: tail.start()] if tail else ""
     at = head.find(",task=")
     task = head[at + len(",task=") :] if at >= 0 else None
+    oom_memcg = _between(body, ",oom_memcg=", ",task_memcg=")
+    constraint = _CONSTRAINTS.get(m.group("constraint"))
+    if constraint == "global" and oom_memcg is not None:
+        # only a memory cgroup's OOM prints oom_memcg= (a global one `,global_oom`); 5.0 and 5.1 printed
+        # CONSTRAINT_NONE for it (oc->constraint not yet set: fixed by 432b1de0de02, 5.2)
+        constraint = "memcg"
     return Summary(
-        constraint=_CONSTRAINTS.get(m.group("constraint")),
-        oom_memcg=_between(body, ",oom_memcg=", ",task_memcg="),
+        constraint=constraint,
+        oom_memcg=oom_memcg,
         task_memcg=task_memcg,
         task=task,
         pid=to_int(tail.group("pid")) if tail and task is not None else None,

@@ -485,6 +485,8 @@ class KernelReportAssembler:
                 return draft
             draft.task_memcg = summary.task_memcg or draft.task_memcg
             draft.oom_memcg = summary.oom_memcg or draft.oom_memcg
+            if summary.constraint is not None:  # the whole line may say more (oom_memcg=) than its start
+                draft.constraint, draft.constraint_rank = summary.constraint, 3
             if draft.victim_pid is None:
                 draft.victim_pid, draft.victim_name, draft.victim_uid = summary.pid, summary.task, summary.uid
             return draft

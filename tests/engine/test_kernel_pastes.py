@@ -109,6 +109,30 @@ def test_summary_folded_three_times() -> None:
     assert r.task_memcg == "/kubepods/burstable/pod1fd97494-a000-4527-8d9e-08d03b1994e9/cri-containerd-77.scope"
 
 
+def test_summary_wrapped_in_a_mail_and_the_5_0_constraint() -> None:
+    # Yafang Shao, "[PATCH] mm/oom_kill: fix uninitialized oc->constraint", linux-mm 2019-06-14: the
+    # "before this patch" line, wrapped after its first comma by the mail; 5.0-5.1 print CONSTRAINT_NONE
+    # for a memory cgroup's OOM, which its oom_memcg= gives away
+    (r,) = _reports([
+        "[  133.078102] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),",
+        "cpuset=/,mems_allowed=0,oom_memcg=/foo,task_memcg=/foo,task=bash,pid=7997,uid=0",
+    ])  # fmt: skip
+    assert (r.victim_pid, r.victim_name, r.oom_memcg, r.task_memcg, r.constraint) == (
+        7997,
+        "bash",
+        "/foo",
+        "/foo",
+        "memcg",
+    )
+    (r,) = _reports(
+        [
+            "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+            "task_memcg=/user.slice,task=java,pid=1,uid=0"
+        ]
+    )
+    assert r.constraint == "global"
+
+
 def test_abridged_kill_lines() -> None:
     (r,) = _reports(["Memory cgroup out of memory: Killed process 3864781 (python) anon-rss:1210580kB"])
     assert (r.victim_pid, r.victim_name, r.anon_rss_bytes) == (3864781, "python", 1210580 * KB)
