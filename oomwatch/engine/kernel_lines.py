@@ -50,6 +50,9 @@ __all__ = [
     "Selection",
     "Summary",
     "constraint_from_message",
+    "TABLE_COLUMNS",
+    "is_cut_table_header",
+    "is_cut_task_row",
     "is_report_shaped",
     "kill_cut_before_pid",
     "parse_cpu_pid",
@@ -96,7 +99,7 @@ def _scaled(text: str | None, factor: int) -> int | None:
 
 # --- header -------------------------------------------------------------------------
 
-_HEADER = re.compile(r"^(?P<comm>.*?) invoked oom-killer: (?P<rest>.*)$")
+_HEADER = re.compile(r"^(?P<comm>.*?) invoked oom-killer:(?: (?P<rest>.*))?$")  # the rest may be wrapped off
 _GFP = re.compile(r"gfp_mask=(?P<gfp>0x[0-9a-fA-F]+(?:\([^)]*\))?)")
 _ORDER = re.compile(r"\border=(?P<order>-?\d+)")
 
@@ -112,7 +115,7 @@ def parse_header(text: str) -> Header | None:
     m = _HEADER.match(text)
     if m is None:
         return None
-    rest = m.group("rest")
+    rest = m.group("rest") or ""
     gfp = _GFP.search(rest)
     order = _ORDER.search(rest)
     return Header(
@@ -122,7 +125,7 @@ def parse_header(text: str) -> Header | None:
     )
 
 
-_CPU_PID = re.compile(r"^(?:CPU: \d+ (?:UID: \d+ )?PID: (?P<a>\d+) Comm: |Pid: (?P<b>\d+), comm: )")
+_CPU_PID = re.compile(r"^(?:CPU: \d+ (?:UID: \d+ )?PID: (?P<a>\d+) Comm:(?: |$)|Pid: (?P<b>\d+), comm:(?: |$))")
 
 
 def parse_cpu_pid(text: str) -> int | None:
@@ -334,7 +337,7 @@ def parse_memcg_task_in(text: str) -> tuple[str, str] | None:
     return m.group("task").strip(), m.group("limit").strip()
 
 
-_USAGE = re.compile(r"^memory: usage (?P<u>\d+)kB, limit (?P<l>\d+)kB, failcnt (?P<f>\d+)")
+_USAGE = re.compile(r"^memory: usage (?P<u>\d+)kB, limit (?P<l>\d+)kB(?:, failcnt (?P<f>\d+))?")
 
 
 @dataclass(frozen=True)
@@ -345,7 +348,8 @@ class MemcgUsage:
 
 
 def parse_memcg_usage(text: str) -> MemcgUsage | None:
-    """`memory: usage 980kB, limit 980kB, failcnt 4152239` (not memory+swap/kmem/swap)."""
+    """`memory: usage 980kB, limit 980kB, failcnt 4152239` (not memory+swap/kmem/swap; a paste may cut
+    the failcnt)."""
     m = _USAGE.match(text)
     if m is None:
         return None
@@ -469,6 +473,29 @@ def unquote(text: str) -> str:
     no line of the kernel's starts with `>`."""
     m = _QUOTE.match(text) if text[:1] == ">" else None
     return text[m.end() :] if m is not None else text
+
+
+# every column name the task table's header has had (2.6.32 to 6.x), `name` last
+TABLE_COLUMNS = frozenset({
+    "uid", "tgid", "total_vm", "rss", "rss_anon", "rss_file", "rss_shmem", "cpu", "oom_adj", "nr_ptes",
+    "nr_pmds", "pgtables_bytes", "swapents", "oom_score_adj", "name",
+})  # fmt: skip
+_HEADER_START = re.compile(r"^\[\s*pid\s*\]\s", re.IGNORECASE)
+
+
+def is_cut_table_header(text: str) -> bool:
+    """The task table's header cut before its last column (`name`), its rest on the next line."""
+    return _HEADER_START.match(text) is not None and not text.rstrip().lower().endswith(" name")
+
+
+def is_cut_task_row(text: str, columns: tuple[str, ...]) -> bool:
+    """A task-table row that stops before its name: `[  12689]     0 12689   178844    56556` (the rest
+    on the next line, when a paste wrapped it). Every column it has is a number."""
+    m = _ROW.match(text)
+    if m is None:
+        return False
+    parts = m.group("rest").split()
+    return len(parts) < len(columns) - 1 and all(to_int(p) is not None for p in parts)
 
 
 # --- shape ---------------------------------------------------------------------------------

@@ -235,7 +235,8 @@ class KernelReportAssembler:
             draft = self._continues(wrapped, line, text)
             if draft is not None:
                 draft.last_line = max(draft.last_line, line.no)
-                draft.add_evidence(line)
+                if wrapped.kind in ("kill", "summary"):  # the rest of an evidence line
+                    draft.add_evidence(line)
                 self._tick(draft.key, draft)
                 return
         segments = text.split(_RSYSLOG_NEWLINE) if _RSYSLOG_NEWLINE in text else [text]
@@ -472,6 +473,19 @@ class KernelReportAssembler:
         draft, first = wrapped.draft, wrapped.text
         if not text or has_anchor(text) or text[:1] == "[" or wrapped.joins >= _MAX_JOINS:
             return None
+        if wrapped.kind == "row":
+            return self._continues_row(wrapped, line, text)
+        if wrapped.kind == "header":
+            return self._continues_header(wrapped, line, text)
+        if wrapped.kind == "stats":
+            first = wrapped.text  # a word wrap breaks before the path, a fold inside it (it has no spaces)
+            stats = kl.parse_stats_header(first + (" " if first.endswith(" for") else "") + text)
+            if stats is None or " " in text:
+                return None
+            draft.stats_seen = True
+            draft.memcg_stat.update(stats[1])
+            draft.in_stats = not stats[1]
+            return draft
         joined = _join(first, text)
         again = _Wrapped(draft, wrapped.kind, joined, line.no, wrapped.joins + 1)
         if wrapped.kind == "summary":
@@ -516,6 +530,38 @@ class KernelReportAssembler:
         self._wrapped[line.file] = again
         return draft
 
+    def _continues_header(self, wrapped: _Wrapped, line: Line, text: str) -> _Draft | None:
+        """The task table's header cut before `name`: the join whose column names are all the kernel's."""
+        for sep in ("", " "):
+            joined = wrapped.text + sep + text
+            columns = kl.parse_table_header(joined)
+            if columns is not None and kl.TABLE_COLUMNS.issuperset(columns):
+                wrapped.draft.columns = columns
+                return wrapped.draft
+            names = joined.split("]", 1)[-1].lower().split()
+            if columns is None and kl.is_cut_table_header(joined) and kl.TABLE_COLUMNS.issuperset(names):
+                self._wrapped[line.file] = _Wrapped(wrapped.draft, "header", joined, line.no, wrapped.joins + 1)
+                return wrapped.draft
+        return None
+
+    def _continues_row(self, wrapped: _Wrapped, line: Line, text: str) -> _Draft | None:
+        """A task-table row cut before its last columns: a fold at a fixed column split a number or the
+        name (joined as is), a word wrap broke at a space (joined with one); the join whose columns all
+        read as numbers, with a name after them, is the row."""
+        draft, columns = wrapped.draft, wrapped.draft.columns
+        if columns is None:
+            return None
+        for sep in ("", " "):
+            joined = wrapped.text + sep + text
+            row = kl.parse_task_row(joined, columns, wrapped.line_no)
+            if row is not None and row.name and not row.name.split()[0].isdigit():
+                draft.tasks.append(row)
+                return draft
+            if row is None and kl.is_cut_task_row(joined, columns):
+                self._wrapped[line.file] = _Wrapped(draft, "row", joined, line.no, wrapped.joins + 1)
+                return draft
+        return None
+
     def _on_reaper(self, line: Line, key: _Key, reaper: kl.Reaper) -> _Draft | None:
         candidates: list[_Draft] = []
         if key in self._open:
@@ -541,10 +587,16 @@ class KernelReportAssembler:
             if row is not None:
                 cur.tasks.append(row)
                 return cur
+            if kl.is_cut_task_row(s, cur.columns):  # its last columns on the next line (a paste wrapped it)
+                self._wrapped[line.file] = _Wrapped(cur, "row", s, line.no)
+                return cur
         if s[:1] == "[":
             columns = kl.parse_table_header(s)
             if columns is not None:
                 cur.columns = columns
+                return cur
+            if kl.is_cut_table_header(s):  # its last columns on the next line (a paste wrapped it)
+                self._wrapped[line.file] = _Wrapped(cur, "header", s, line.no)
                 return cur
         if cur.has_header and cur.trigger_pid is None and not cur.has_killed:
             pid = kl.parse_cpu_pid(s)
@@ -567,12 +619,14 @@ class KernelReportAssembler:
                 cur.memcg_failcnt = usage.failcnt
                 cur.add_evidence(line)
                 return cur
-        if s.startswith("Memory cgroup stats for "):
+        if s.startswith("Memory cgroup stats for"):
             stats = kl.parse_stats_header(s)
             if stats is not None and not cur.stats_seen:
                 cur.stats_seen = True
                 cur.memcg_stat.update(stats[1])
                 cur.in_stats = not stats[1]
+            elif stats is None and not cur.stats_seen:  # a long path cut by a paste, its `:` on the next line
+                self._wrapped[line.file] = _Wrapped(cur, "stats", s, line.no)
             return cur
         meminfo = kl.parse_meminfo(s)
         if meminfo is not None:

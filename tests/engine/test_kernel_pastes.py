@@ -62,9 +62,17 @@ def test_the_fixtures_are_what_the_tool_makes() -> None:
 @pytest.mark.parametrize("case", ["memcg_dataloader_worker", "memcg_torchrun_rank"])
 @pytest.mark.parametrize("form", ["fold80", "quoted72", "syslog_tag", "no_stamp"])
 def test_a_pasted_capture_names_the_same_victim(case: str, form: str) -> None:
-    want = _victim(_diag(CAPTURED / case / "dmesg-T.txt"))
+    whole = _diag(CAPTURED / case / "dmesg-T.txt")
+    want = _victim(whole)
     assert want[3] is not None and want[6] is not None  # the capture itself is read whole
-    assert _victim(_diag(PASTED / case / f"{form}.txt")) == want
+    pasted = _diag(PASTED / case / f"{form}.txt")
+    assert _victim(pasted) == want
+    # and the rest of the report: limit, task table, memory.stat, trigger (only how much of the input
+    # the kernel's prefix marks differs)
+    assert pasted.facts["tasks.count"] > 0 and pasted.facts["cgroup.limit_bytes"] is not None
+    differ = {k for k in whole.facts if whole.facts[k] != pasted.facts.get(k)}
+    assert differ <= {"log.kernel_share", "log.has_kernel_log"}
+    assert [c.id for c in pasted.causes] == [c.id for c in whole.causes]
 
 
 def test_launcher_log_with_a_folded_dmesg_names_the_rank() -> None:
@@ -96,6 +104,44 @@ def test_kill_line_wrapped_before_the_pid_and_quoted() -> None:
     )  # fmt: skip
     assert r.constraint == "global"
     assert r.time == "Mon Nov 29 10:01:02 2021"
+
+
+def test_table_header_and_rows_wrapped_either_way() -> None:
+    header = (
+        "[  pid  ]   uid  tgid total_vm      rss rss_anon rss_file rss_shmem pgtables_bytes swapents oom_score_adj name"
+    )
+    row = "[  12922]     0 12922   314539   161687   138059    23628         0  1679360        0             0 python3"
+    kill = "Memory cgroup out of memory: Killed process 12922 (python3) total-vm:1258156kB, anon-rss:552236kB, file-rss:94512kB, shmem-rss:0kB"
+    first = "python3 invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0"
+    folded = [first, header[:80], header[80:], row[:75], row[75:], kill]  # inside a word, inside a number
+    h, r = header.rindex(" ", 0, 60), row.rindex(" ", 0, 56)
+    worded = [first, header[:h], header[h + 1 :], row[:r], row[r + 1 :], kill]  # at a space
+    for lines in (folded, worded):
+        (rep,) = _reports(lines)
+        (t,) = rep.tasks
+        assert (t.pid, t.name, t.rss_bytes, t.anon_rss_bytes, t.oom_score_adj) == (
+            12922,
+            "python3",
+            161687 * 4096,
+            138059 * 4096,
+            0,
+        )
+        assert rep.victim_pid == 12922
+
+
+def test_cut_heads_of_report_lines() -> None:
+    assert kl.parse_memcg_usage("memory: usage 921600kB, limit 921600kB,") == kl.MemcgUsage(
+        921600 * KB, 921600 * KB, None
+    )
+    header = kl.parse_header("python3 invoked oom-killer:")
+    assert header is not None and (header.comm, header.gfp_mask) == ("python3", None)
+    assert kl.parse_cpu_pid("CPU: 0 UID: 0 PID: 12922 Comm:") == 12922
+    assert kl.is_cut_table_header("[  pid  ]   uid  tgid total_vm      rss")
+    assert not kl.is_cut_table_header("[  pid  ]   uid  tgid total_vm      rss name")
+    assert kl.is_cut_task_row("[  12922]     0 12922   314539", ("uid", "tgid", "total_vm", "rss", "name"))
+    assert not kl.is_cut_task_row(
+        "[  12922]     0 12922   314539   161 python3", ("uid", "tgid", "total_vm", "rss", "name")
+    )
 
 
 def test_summary_folded_three_times() -> None:
