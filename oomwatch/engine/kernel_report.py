@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 
 from oomwatch.engine import kernel_lines as kl
+from oomwatch.engine import kernel_wraps as kw
 from oomwatch.engine.model import Evidence, KilledTask, Line, OomReport, TaskRow
 
 __all__ = ["KERNEL_ANCHORS", "KernelReportAssembler", "assemble_kernel_reports", "has_anchor"]
@@ -166,23 +167,9 @@ class _Wrapped:
     draft: _Draft
     kind: str  # "kill" or "summary"
     text: str
-    line_no: int
+    line_no: int  # the line that was continued last
     joins: int = 0
-
-
-_MAX_JOINS = 4  # continuation lines one kill or summary line may have (a summary folded at 80 columns)
-
-
-def _join(first: str, rest: str) -> str:
-    """A wrapped line put back together: a word wrap lost a space (after `,`, `)`, between `Killed`,
-    `process` and the pid), a wrap at a fixed column lost nothing (`anon-` + `rss:...`, `(pt` +
-    `_data_worker)`)."""
-    spaced = (
-        first[-1:] in (",", ")")
-        or (first.endswith("Killed") and rest.startswith("process"))
-        or (first.endswith("process") and rest[:1].isdigit())
-    )
-    return first + (" " if spaced else "") + rest
+    first_no: int = 0  # the line it began on (a task row's number)
 
 
 def _first(a: int | None, b: int | None) -> int | None:
@@ -191,13 +178,6 @@ def _first(a: int | None, b: int | None) -> int | None:
 
 def _killed_task(kill: kl.KillLine, line_no: int) -> KilledTask:
     return KilledTask(kill.pid or 0, kill.comm, kill.anon_rss_bytes, kill.file_rss_bytes, kill.shmem_rss_bytes, line_no)
-
-
-def _known(kill: kl.KillLine) -> int:
-    """How many of a kill line's fields were read."""
-    values = (kill.comm, kill.uid, kill.total_vm_bytes, kill.anon_rss_bytes, kill.file_rss_bytes,
-              kill.shmem_rss_bytes, kill.oom_score_adj)  # fmt: skip
-    return sum(v is not None for v in values)
 
 
 class KernelReportAssembler:
@@ -471,22 +451,21 @@ class KernelReportAssembler:
         or a terminal's width), with the fields it adds taken; None when ``text`` is a line of its own
         (a kernel line, a task row) or adds nothing."""
         draft, first = wrapped.draft, wrapped.text
-        if not text or has_anchor(text) or text[:1] == "[" or wrapped.joins >= _MAX_JOINS:
+        if not text or has_anchor(text) or text[:1] == "[" or wrapped.joins >= kw.MAX_JOINS:
             return None
         if wrapped.kind == "row":
             return self._continues_row(wrapped, line, text)
         if wrapped.kind == "header":
             return self._continues_header(wrapped, line, text)
         if wrapped.kind == "stats":
-            first = wrapped.text  # a word wrap breaks before the path, a fold inside it (it has no spaces)
-            stats = kl.parse_stats_header(first + (" " if first.endswith(" for") else "") + text)
-            if stats is None or " " in text:
+            stats = kw.rejoin_stats(first, text)
+            if stats is None:
                 return None
             draft.stats_seen = True
             draft.memcg_stat.update(stats[1])
             draft.in_stats = not stats[1]
             return draft
-        joined = _join(first, text)
+        joined = kw.join_kill_text(first, text)
         again = _Wrapped(draft, wrapped.kind, joined, line.no, wrapped.joins + 1)
         if wrapped.kind == "summary":
             was, summary = kl.parse_summary(first), kl.parse_summary(joined)
@@ -511,7 +490,7 @@ class KernelReportAssembler:
             self._open.setdefault(draft.key, draft)
             self._wrapped[line.file] = again
             return self._on_kill(line, draft.key, after)
-        if after.pid != before.pid or _known(after) <= _known(before):
+        if after.pid != before.pid or kw.known_fields(after) <= kw.known_fields(before):
             return None
         if draft.group_killed and draft.group_killed[-1].pid == after.pid:
             draft.group_killed[-1] = _killed_task(after, draft.group_killed[-1].line)
@@ -531,36 +510,23 @@ class KernelReportAssembler:
         return draft
 
     def _continues_header(self, wrapped: _Wrapped, line: Line, text: str) -> _Draft | None:
-        """The task table's header cut before `name`: the join whose column names are all the kernel's."""
-        for sep in ("", " "):
-            joined = wrapped.text + sep + text
-            columns = kl.parse_table_header(joined)
-            if columns is not None and kl.TABLE_COLUMNS.issuperset(columns):
-                wrapped.draft.columns = columns
-                return wrapped.draft
-            names = joined.split("]", 1)[-1].lower().split()
-            if columns is None and kl.is_cut_table_header(joined) and kl.TABLE_COLUMNS.issuperset(names):
-                self._wrapped[line.file] = _Wrapped(wrapped.draft, "header", joined, line.no, wrapped.joins + 1)
-                return wrapped.draft
-        return None
+        columns, cut = kw.rejoin_header(wrapped.text, text)
+        if columns is not None:
+            wrapped.draft.columns = columns
+        elif cut is not None:
+            self._wrapped[line.file] = _Wrapped(wrapped.draft, "header", cut, line.no, wrapped.joins + 1)
+        return wrapped.draft if columns is not None or cut is not None else None
 
     def _continues_row(self, wrapped: _Wrapped, line: Line, text: str) -> _Draft | None:
-        """A task-table row cut before its last columns: a fold at a fixed column split a number or the
-        name (joined as is), a word wrap broke at a space (joined with one); the join whose columns all
-        read as numbers, with a name after them, is the row."""
-        draft, columns = wrapped.draft, wrapped.draft.columns
-        if columns is None:
+        draft = wrapped.draft
+        if draft.columns is None:
             return None
-        for sep in ("", " "):
-            joined = wrapped.text + sep + text
-            row = kl.parse_task_row(joined, columns, wrapped.line_no)
-            if row is not None and row.name and not row.name.split()[0].isdigit():
-                draft.tasks.append(row)
-                return draft
-            if row is None and kl.is_cut_task_row(joined, columns):
-                self._wrapped[line.file] = _Wrapped(draft, "row", joined, line.no, wrapped.joins + 1)
-                return draft
-        return None
+        row, cut = kw.rejoin_row(wrapped.text, text, draft.columns, wrapped.first_no)
+        if row is not None:
+            draft.tasks.append(row)
+        elif cut is not None:
+            self._wrapped[line.file] = _Wrapped(draft, "row", cut, line.no, wrapped.joins + 1, wrapped.first_no)
+        return draft if row is not None or cut is not None else None
 
     def _on_reaper(self, line: Line, key: _Key, reaper: kl.Reaper) -> _Draft | None:
         candidates: list[_Draft] = []
@@ -588,7 +554,7 @@ class KernelReportAssembler:
                 cur.tasks.append(row)
                 return cur
             if kl.is_cut_task_row(s, cur.columns):  # its last columns on the next line (a paste wrapped it)
-                self._wrapped[line.file] = _Wrapped(cur, "row", s, line.no)
+                self._wrapped[line.file] = _Wrapped(cur, "row", s, line.no, 0, line.no)
                 return cur
         if s[:1] == "[":
             columns = kl.parse_table_header(s)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from oomwatch.engine import kernel_lines as kl
+from oomwatch.engine import kernel_wraps as kw
 from oomwatch.engine.diagnose import diagnose
 from oomwatch.engine.kernel_report import assemble_kernel_reports
 from oomwatch.engine.loader import load_rules
@@ -224,3 +225,19 @@ def test_quote_marks_and_bare_tags_are_prefixes() -> None:
     assert strip_prefix(">>> import torch").text == ">>> import torch"
     assert kl.unquote("> > Out of memory: Killed process 1 (x)") == "Out of memory: Killed process 1 (x)"
     assert kl.unquote("Out of memory: x > y") == "Out of memory: x > y"
+
+
+def test_joins_of_a_fold_and_of_a_word_wrap() -> None:
+    assert kw.join_kill_text("... total-vm:14456kB, anon-", "rss:10324kB") == "... total-vm:14456kB, anon-rss:10324kB"
+    assert kw.join_kill_text("... total-vm:14456kB,", "anon-rss:10324kB") == "... total-vm:14456kB, anon-rss:10324kB"
+    assert kw.join_kill_text("Out of memory: Killed", "process 12 (x)") == "Out of memory: Killed process 12 (x)"
+    assert kw.join_kill_text("Killed process 12 (pt", "_data_worker)") == "Killed process 12 (pt_data_worker)"
+    columns = ("uid", "tgid", "total_vm", "rss", "name")
+    row, cut = kw.rejoin_row("[  12]     0    12   3145", "39   161 python3", columns, 7)
+    assert cut is None and row is not None and (row.total_vm_bytes, row.name, row.line) == (314539 * 4096, "python3", 7)
+    row, cut = kw.rejoin_row("[  12]     0    12", "314539", columns, 7)
+    assert (row, cut) == (None, "[  12]     0    12314539")  # still cut: which join is right is not known yet
+    assert kw.rejoin_row("[  12]     0    12", "Out of memory", columns, 7) == (None, None)
+    assert kw.rejoin_header("[ pid ]   uid  tgid total_vm  r", "ss name") == (columns, None)
+    assert kw.rejoin_header("[ pid ]   uid  tgid", "total_vm rss name") == (columns, None)
+    assert kw.rejoin_header("[ pid ]   uid  tgid", "loss 0.25 name") == (None, None)
