@@ -72,3 +72,19 @@ def test_the_oom_message_figures_win_over_the_table() -> None:
     d = _diag(oom + text)
     assert d.facts["cuda.fragmented"] is False
     assert d.causes[0].id == "gpu_memory_exceeded"
+
+
+def test_the_table_of_the_gpu_that_failed_is_read() -> None:
+    # one table per GPU: GPU 0 failed (fragmented), GPU 1 is healthy and printed after it
+    failed = TABLE.replace("|   14935 MB |   15377 MB |     995 GB |     980 GB |\n|       from large pool |   14932",
+                           "|    9935 MB |   15377 MB |     995 GB |     980 GB |\n|       from large pool |   14932", 1)  # fmt: skip
+    healthy = TABLE.replace("CUDA OOMs: 58 ", "CUDA OOMs: 0  ").replace("device ID 0", "device ID 1")
+    d = _diag(failed + healthy)
+    assert d.facts["cuda.summary_allocated_bytes"] == 9935 * MB
+    assert d.causes[0].id == "cuda_fragmentation"
+
+
+def test_rank_prefixed_table() -> None:
+    d = _diag("".join(f"[rank0]: {line}\n" for line in TABLE.splitlines()))
+    assert d.verdict == "cuda_oom"
+    assert d.facts["cuda.summary_reserved_bytes"] == 15552 * MB
