@@ -8,9 +8,10 @@ With ``memory.oom.group`` set, the kill is followed by `Tasks in X are going to 
 due to memory.oom.group set` and a kill line for every other task of X: one report, its
 victim the first kill, the others `group_killed`.
 
-Pasted reports are read too: `> ` quote marks, and a kill or summary line wrapped onto the
-next line (an e-mail's or a terminal's width: `... total-vm:14456kB, anon-` then
-`rss:10324kB, ...`) is joined with its continuation when that adds fields it lacked.
+Pasted reports are read too: `> ` quote marks, and a line wrapped onto the next one (an
+e-mail's or a terminal's width: `... total-vm:14456kB, anon-` then `rss:10324kB, ...`) — a kill
+or summary line, the task table's header or a row, a memory.stat path — is joined with its
+continuation when that gives what it lacked (engine/kernel_wraps.py says how).
 
 The caller (a fast scanner) feeds `KernelReportAssembler.feed` every line that
 contains an anchor and, while `wants_more()` is True, every line after it. A
@@ -162,10 +163,10 @@ class _Draft:
 
 @dataclass
 class _Wrapped:
-    """A kill or summary line that the next line may continue: its report, kind, text (joined so far)."""
+    """A line that the next line may continue: its report, kind, text (joined so far)."""
 
     draft: _Draft
-    kind: str  # "kill" or "summary"
+    kind: str  # "kill", "summary", "header" (the task table's), "row" (of it), "stats" (memory.stat's path)
     text: str
     line_no: int  # the line that was continued last
     joins: int = 0
@@ -200,8 +201,8 @@ class KernelReportAssembler:
         self._open: dict[_Key, _Draft] = {}
         self._recent: dict[_Key, deque[_Draft]] = {}
         self._all: list[_Draft] = []
-        # per file: the last kill or summary line, which the very next line of the file may continue
-        # (a paste wrapped it)
+        # per file: the last kill or summary line (or a cut header, row, stats line), which the very
+        # next line of the file may continue (a paste wrapped it)
         self._wrapped: dict[str, _Wrapped] = {}
 
     # --- public API ----------------------------------------------------------------
@@ -447,9 +448,9 @@ class KernelReportAssembler:
         return cur
 
     def _continues(self, wrapped: _Wrapped, line: Line, text: str) -> _Draft | None:
-        """The report whose kill or summary line ``text`` continues (a paste wrapped it: an e-mail's
-        or a terminal's width), with the fields it adds taken; None when ``text`` is a line of its own
-        (a kernel line, a task row) or adds nothing."""
+        """The report whose line ``text`` continues (a paste wrapped it: an e-mail's or a terminal's
+        width), with what it adds taken; None when ``text`` is a line of its own (a kernel line, a task
+        row) or adds nothing."""
         draft, first = wrapped.draft, wrapped.text
         if not text or has_anchor(text) or text[:1] == "[" or wrapped.joins >= kw.MAX_JOINS:
             return None
