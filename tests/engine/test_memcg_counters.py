@@ -59,7 +59,7 @@ def test_memory_oom_control_v1() -> None:
 def test_limit_hit_without_a_kill() -> None:
     d = _diag(EVENTS.replace("oom_kill 3", "oom_kill 0"))
     assert d.verdict == "cgroup_oom"
-    assert d.rule == "OW-V-028"
+    assert d.rule == "OW-V-052"
     assert "without a kill" in d.summary
 
 
