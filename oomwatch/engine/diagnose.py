@@ -8,6 +8,7 @@ from oomwatch.engine.causes import is_determined, rank_causes, with_what_to_coll
 from oomwatch.engine.derived import derived_facts
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.facts import agent_facts, compute_facts, hint_names
+from oomwatch.engine.groupkill import group_kill_notes
 from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program
 from oomwatch.engine.scanner import ScanResult
@@ -57,6 +58,7 @@ def diagnose(
     ruled_out: list[str] = []
     causes = rank_causes(rules.causes, verdict, facts, events, victims, reports, live, found.evidence, ruled_out)
     notes = [*(observed.notes if observed is not None else ()), *_notes(facts, reports, events, verdict, live)]
+    notes.extend(group_kill_notes(reports, victims[0] if victims else None))
     notes.extend(found.notes + ruled_out)
     refines = {r.id: r.refines for r in rules.causes}
     determined = is_determined(causes, rules.decide, refines) if causes else None

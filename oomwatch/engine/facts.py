@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from oomwatch.engine.cuda_summary import summary_facts
+from oomwatch.engine.memcg_counters import counter_facts
 from oomwatch.engine.model import Event, Observed, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES
 from oomwatch.engine.sizes import parse_size
@@ -27,6 +29,10 @@ FACTS: dict[str, str] = {
     "kernel.memcg_kills": "kills because a memory cgroup hit its limit (CONSTRAINT_MEMCG)",
     "kernel.memcg_reports": "reports (killed or not) that name a memory cgroup limit",
     "kernel.manual_kills": "kills forced by SysRq-f (moom_callback), not by memory pressure",
+    "kernel.group_kills": (
+        "processes killed with a report's victim because its cgroup has memory.oom.group set (not counted in "
+        "kernel.kills: one failure)"
+    ),
     "victims.count": "victims found (kernel and log)",
     "victims.training": "victims whose role is launcher, rank, dataloader_worker or manager",
     "victim.role": "role of the first victim",
@@ -44,6 +50,9 @@ FACTS: dict[str, str] = {
     "cuda.free_bytes": "free GPU memory, from a CUDA OOM message",
     "cuda.reserved_bytes": "memory reserved by PyTorch's caching allocator (torch 1.x wording)",
     "cuda.fragmented": "reserved-but-unallocated GPU memory exceeded the failed request (fragmentation)",
+    "cuda.summary_allocated_bytes": "allocated GPU memory (Cur Usage) of the last torch.cuda.memory_summary() table",
+    "cuda.summary_reserved_bytes": "GPU memory reserved by the caching allocator (Cur Usage) in that table",
+    "cuda.summary_unallocated_share": "(reserved - allocated) / reserved in that table: free blocks it holds",
     "victim.name": "kernel name (comm) of the first victim",
     "victim.rank": "rank of the first victim, when a launcher named it",
     "victim.share_of_capacity": "first kernel victim's anon RSS / the cgroup limit (memcg) or MemTotal (global)",
@@ -72,6 +81,16 @@ FACTS: dict[str, str] = {
     "host.mem_total_bytes": "RAM of the host, from the report's Mem-Info (pages RAM)",
     "host.free_swap_bytes": "free swap when the OOM killer ran",
     "cgroup.limit_bytes": "the memory cgroup's limit, from the report",
+    "cgroup.counted_oom_kills": (
+        "oom_kill of a memory.events / memory.oom_control dump in the inputs (largest): the cgroup's processes "
+        "OOM-killed since it was made; None without a dump"
+    ),
+    "cgroup.counted_ooms": (
+        "oom of a memory.events dump (largest): times the cgroup's limit was hit and an allocation was about to fail"
+    ),
+    "cgroup.counted_group_kills": (
+        "oom_group_kill of a memory.events dump (largest): whole-cgroup kills (memory.oom.group)"
+    ),
     "cgroup.usage_bytes": "the memory cgroup's usage, from the report",
     "cgroup.shmem_bytes": "shared memory (tmpfs, /dev/shm, shared anonymous) charged to the memory cgroup (its stats)",
     "tasks.shmem_rss_bytes": "shared memory mapped by the task table's processes together (rss_shmem)",
@@ -189,6 +208,7 @@ def compute_facts(
     facts["kernel.unknown_kills"] = len(kills) - facts["kernel.memcg_kills"] - facts["kernel.global_kills"]
     facts["kernel.memcg_reports"] = sum(1 for r in reports if r.constraint == "memcg")
     facts["kernel.manual_kills"] = sum(1 for r in kills if r.manual)
+    facts["kernel.group_kills"] = sum(len(r.group_killed) for r in reports)
     facts["victims.count"] = len(victims)
     facts["victims.training"] = sum(1 for v in victims if v.role in TRAINING_ROLES)
     first = victims[0] if victims else None
@@ -206,6 +226,8 @@ def compute_facts(
         facts[f"cuda.{name}_bytes"] = _max_size(events, "cuda_oom", name)
     unalloc, tried = facts["cuda.reserved_unallocated_bytes"], facts["cuda.tried_bytes"]
     facts["cuda.fragmented"] = unalloc > tried if unalloc is not None and tried is not None else None
+    facts.update(summary_facts(events))
+    facts.update(counter_facts(events))
     facts["victim.name"] = first.name if first else None
     facts["victim.rank"] = first.rank if first else None
     facts.update(_launcher(events))

@@ -18,8 +18,11 @@ Formats follow mm/oom_kill.c and mm/memcontrol.c from 2.6.32 to 6.x:
   (2.6.32), `total-vm:..kB, anon-rss:..kB, file-rss:..kB[, shmem-rss:..kB]
   [, UID:.. pgtables:..kB oom_score_adj:..]` (2.6.33-6.x), and the RHEL 6 form
   `Killed process N, UID U, (x) total-vm:...`
-- summary: `oom-kill:constraint=...,task_memcg=...,task=x,pid=N,uid=U` (4.19+)
+- summary: `oom-kill:constraint=...,task_memcg=...,task=x,pid=N,uid=U` (4.19+; 5.0-5.1 say
+  CONSTRAINT_NONE for a memory cgroup's OOM: its `oom_memcg=` tells)
 - reaper: `oom_reaper: reaped process N (x), now anon-rss:0kB, ...` (4.6+)
+- group kill: `Tasks in /a are going to be killed due to memory.oom.group set` (4.19+,
+  mem_cgroup_print_oom_group), then one kill line per other task of that cgroup
 - memcg: `Task in /a killed as a result of limit of /b` (cgroup v1, <4.19),
   `memory: usage NkB, limit NkB, failcnt N`, `Memory cgroup stats for /a: cache:0KB
   rss:980KB ...` (one line, v1) or `Memory cgroup stats for /a:` followed by
@@ -47,12 +50,17 @@ __all__ = [
     "Selection",
     "Summary",
     "constraint_from_message",
+    "TABLE_COLUMNS",
+    "is_cut_table_header",
+    "is_cut_task_row",
     "is_report_shaped",
+    "kill_cut_before_pid",
     "parse_cpu_pid",
     "parse_header",
     "parse_kill",
     "parse_memcg_task_in",
     "parse_memcg_usage",
+    "parse_oom_group",
     "parse_meminfo",
     "parse_reaper",
     "parse_selection",
@@ -62,6 +70,7 @@ __all__ = [
     "parse_table_header",
     "parse_task_row",
     "to_int",
+    "unquote",
 ]
 
 PAGE_SIZE = 4096  # the task table and Mem-Info count 4 KiB pages
@@ -90,7 +99,7 @@ def _scaled(text: str | None, factor: int) -> int | None:
 
 # --- header -------------------------------------------------------------------------
 
-_HEADER = re.compile(r"^(?P<comm>.*?) invoked oom-killer: (?P<rest>.*)$")
+_HEADER = re.compile(r"^(?P<comm>.*?) invoked oom-killer:(?: (?P<rest>.*))?$")  # the rest may be wrapped off
 _GFP = re.compile(r"gfp_mask=(?P<gfp>0x[0-9a-fA-F]+(?:\([^)]*\))?)")
 _ORDER = re.compile(r"\border=(?P<order>-?\d+)")
 
@@ -106,7 +115,7 @@ def parse_header(text: str) -> Header | None:
     m = _HEADER.match(text)
     if m is None:
         return None
-    rest = m.group("rest")
+    rest = m.group("rest") or ""
     gfp = _GFP.search(rest)
     order = _ORDER.search(rest)
     return Header(
@@ -116,7 +125,7 @@ def parse_header(text: str) -> Header | None:
     )
 
 
-_CPU_PID = re.compile(r"^(?:CPU: \d+ (?:UID: \d+ )?PID: (?P<a>\d+) Comm: |Pid: (?P<b>\d+), comm: )")
+_CPU_PID = re.compile(r"^(?:CPU: \d+ (?:UID: \d+ )?PID: (?P<a>\d+) Comm:(?: |$)|Pid: (?P<b>\d+), comm:(?: |$))")
 
 
 def parse_cpu_pid(text: str) -> int | None:
@@ -161,6 +170,19 @@ def parse_selection(text: str) -> Selection | None:
     if m is None:
         return None
     return Selection(m.group("msg"), to_int(m.group("pid")), m.group("comm"))
+
+
+_CUT_KILL = re.compile(r"(?:Out of memory|Memory cgroup out of memory)(?: \([^)]*\))?: ?(?P<tail>[A-Za-z ]*)$")
+
+
+def kill_cut_before_pid(text: str) -> bool:
+    """A kill line broken before its pid when pasted: `Memory cgroup out of memory: Killed` or
+    `...: Killed process` at the end of the line (the rest on the next line)."""
+    m = _CUT_KILL.search(text)
+    if m is None:
+        return False
+    tail = m.group("tail").strip()
+    return bool(tail) and "Killed process".startswith(tail)
 
 
 _KILLED = re.compile(
@@ -244,9 +266,15 @@ def parse_summary(text: str) -> Summary | None:
     head = body[: tail.start()] if tail else ""
     at = head.find(",task=")
     task = head[at + len(",task=") :] if at >= 0 else None
+    oom_memcg = _between(body, ",oom_memcg=", ",task_memcg=")
+    constraint = _CONSTRAINTS.get(m.group("constraint"))
+    if constraint == "global" and oom_memcg is not None:
+        # only a memory cgroup's OOM prints oom_memcg= (a global one `,global_oom`); 5.0 and 5.1 printed
+        # CONSTRAINT_NONE for it (oc->constraint not yet set: fixed by 432b1de0de02, 5.2)
+        constraint = "memcg"
     return Summary(
-        constraint=_CONSTRAINTS.get(m.group("constraint")),
-        oom_memcg=_between(body, ",oom_memcg=", ",task_memcg="),
+        constraint=constraint,
+        oom_memcg=oom_memcg,
         task_memcg=task_memcg,
         task=task,
         pid=to_int(tail.group("pid")) if tail and task is not None else None,
@@ -287,6 +315,17 @@ def parse_reaper(text: str) -> Reaper | None:
 
 # --- memory cgroup ---------------------------------------------------------------------
 
+_OOM_GROUP = re.compile(r"^Tasks in (?P<cgroup>.*?) are going to be killed due to memory\.oom\.group set")
+
+
+def parse_oom_group(text: str) -> str | None:
+    """The cgroup of `Tasks in /a are going to be killed due to memory.oom.group set`: every task in
+    it is killed with the victim just named (``memory.oom.group`` is 1, the default for the
+    containers of Kubernetes >= 1.28 on cgroup v2)."""
+    m = _OOM_GROUP.match(text)
+    return m.group("cgroup").strip() if m is not None else None
+
+
 _TASK_IN = re.compile(r"^Task in (?P<task>.*) killed as a result of limit of (?P<limit>.*)$")
 
 
@@ -298,7 +337,7 @@ def parse_memcg_task_in(text: str) -> tuple[str, str] | None:
     return m.group("task").strip(), m.group("limit").strip()
 
 
-_USAGE = re.compile(r"^memory: usage (?P<u>\d+)kB, limit (?P<l>\d+)kB, failcnt (?P<f>\d+)")
+_USAGE = re.compile(r"^memory: usage (?P<u>\d+)kB, limit (?P<l>\d+)kB(?:, failcnt (?P<f>\d+))?")
 
 
 @dataclass(frozen=True)
@@ -309,7 +348,8 @@ class MemcgUsage:
 
 
 def parse_memcg_usage(text: str) -> MemcgUsage | None:
-    """`memory: usage 980kB, limit 980kB, failcnt 4152239` (not memory+swap/kmem/swap)."""
+    """`memory: usage 980kB, limit 980kB, failcnt 4152239` (not memory+swap/kmem/swap; a paste may cut
+    the failcnt)."""
     m = _USAGE.match(text)
     if m is None:
         return None
@@ -421,6 +461,41 @@ def parse_task_row(text: str, columns: tuple[str, ...], line_no: int) -> TaskRow
         line=line_no,
         text=text.strip(),
     )
+
+
+# --- pasted text ---------------------------------------------------------------------------
+
+_QUOTE = re.compile(r"^(?:>[ \t]?)+")
+
+
+def unquote(text: str) -> str:
+    """The text without the `> ` quote marks of an e-mail or a GitHub reply (`> > ` when nested):
+    no line of the kernel's starts with `>`."""
+    m = _QUOTE.match(text) if text[:1] == ">" else None
+    return text[m.end() :] if m is not None else text
+
+
+# every column name the task table's header has had (2.6.32 to 6.x), `name` last
+TABLE_COLUMNS = frozenset({
+    "uid", "tgid", "total_vm", "rss", "rss_anon", "rss_file", "rss_shmem", "cpu", "oom_adj", "nr_ptes",
+    "nr_pmds", "pgtables_bytes", "swapents", "oom_score_adj", "name",
+})  # fmt: skip
+_HEADER_START = re.compile(r"^\[\s*pid\s*\]\s", re.IGNORECASE)
+
+
+def is_cut_table_header(text: str) -> bool:
+    """The task table's header cut before its last column (`name`), its rest on the next line."""
+    return _HEADER_START.match(text) is not None and not text.rstrip().lower().endswith(" name")
+
+
+def is_cut_task_row(text: str, columns: tuple[str, ...]) -> bool:
+    """A task-table row that stops before its name: `[  12689]     0 12689   178844    56556` (the rest
+    on the next line, when a paste wrapped it). Every column it has is a number."""
+    m = _ROW.match(text)
+    if m is None:
+        return False
+    parts = m.group("rest").split()
+    return len(parts) < len(columns) - 1 and all(to_int(p) is not None for p in parts)
 
 
 # --- shape ---------------------------------------------------------------------------------

@@ -4,6 +4,14 @@ A kernel OOM report is many lines: a header (`X invoked oom-killer: ...`), a cal
 trace, Mem-Info or memory-cgroup usage, a task table, a summary
 (`oom-kill:constraint=...`, 4.19+), the kill (`Killed process N (name) ...`) and
 maybe an `oom_reaper:` line. Most of these lines carry none of `KERNEL_ANCHORS`.
+With ``memory.oom.group`` set, the kill is followed by `Tasks in X are going to be killed
+due to memory.oom.group set` and a kill line for every other task of X: one report, its
+victim the first kill, the others `group_killed`.
+
+Pasted reports are read too: `> ` quote marks, and a line wrapped onto the next one (an
+e-mail's or a terminal's width: `... total-vm:14456kB, anon-` then `rss:10324kB, ...`) — a kill
+or summary line, the task table's header or a row, a memory.stat path — is joined with its
+continuation when that gives what it lacked (engine/kernel_wraps.py says how).
 
 The caller (a fast scanner) feeds `KernelReportAssembler.feed` every line that
 contains an anchor and, while `wants_more()` is True, every line after it. A
@@ -22,7 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 
 from oomwatch.engine import kernel_lines as kl
-from oomwatch.engine.model import Evidence, Line, OomReport, TaskRow
+from oomwatch.engine import kernel_wraps as kw
+from oomwatch.engine.model import Evidence, KilledTask, Line, OomReport, TaskRow
 
 __all__ = ["KERNEL_ANCHORS", "KernelReportAssembler", "assemble_kernel_reports", "has_anchor"]
 
@@ -43,6 +52,7 @@ KERNEL_ANCHORS: tuple[str, ...] = (
     "Memory cgroup stats for",  # printed only in a memory cgroup's OOM report
     "memory+swap: usage",
     "oom_kill_process",  # in the OOM killer's call trace (when the header was cut off)
+    "due to memory.oom.group set",  # the group kill that follows a victim's kill (4.19+)
 )
 # call-trace functions on the path of a memory cgroup's OOM, never of the global one
 _MEMCG_TRACE = (
@@ -104,6 +114,8 @@ class _Draft:
     total_swap_bytes: int | None = None
     manual: bool = False
     reaped: bool = False
+    oom_group: str | None = None
+    group_killed: list[KilledTask] = field(default_factory=list)
     tasks: list[TaskRow] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     # parser state
@@ -143,14 +155,31 @@ class _Draft:
             host=self.key[1],
             manual=self.manual or self.order == -1,
             memcg_stat=dict(self.memcg_stat),
+            group_killed=tuple(self.group_killed),
             tasks=tuple(self.tasks),
             evidence=tuple(self.evidence),
         )
         return OomReport(**values)
 
 
+@dataclass
+class _Wrapped:
+    """A line that the next line may continue: its report, kind, text (joined so far)."""
+
+    draft: _Draft
+    kind: str  # "kill", "summary", "header" (the task table's), "row" (of it), "stats" (memory.stat's path)
+    text: str
+    line_no: int  # the line that was continued last
+    joins: int = 0
+    first_no: int = 0  # the line it began on (a task row's number)
+
+
 def _first(a: int | None, b: int | None) -> int | None:
     return a if a is not None else b
+
+
+def _killed_task(kill: kl.KillLine, line_no: int) -> KilledTask:
+    return KilledTask(kill.pid or 0, kill.comm, kill.anon_rss_bytes, kill.file_rss_bytes, kill.shmem_rss_bytes, line_no)
 
 
 class KernelReportAssembler:
@@ -173,18 +202,30 @@ class KernelReportAssembler:
         self._open: dict[_Key, _Draft] = {}
         self._recent: dict[_Key, deque[_Draft]] = {}
         self._all: list[_Draft] = []
+        # per file: the last kill or summary line (or a cut header, row, stats line), which the very
+        # next line of the file may continue (a paste wrapped it)
+        self._wrapped: dict[str, _Wrapped] = {}
 
     # --- public API ----------------------------------------------------------------
 
     def feed(self, line: Line) -> None:
         """Take one line (prefix already stripped)."""
         key: _Key = (line.file, line.host)
-        text = line.text[:_MAX_TEXT]
+        text = kl.unquote(line.text[:_MAX_TEXT].strip())
+        wrapped = self._wrapped.pop(line.file, None)
+        if wrapped is not None and wrapped.line_no + 1 == line.no:
+            draft = self._continues(wrapped, line, text)
+            if draft is not None:
+                draft.last_line = max(draft.last_line, line.no)
+                if wrapped.kind in ("kill", "summary"):  # the rest of an evidence line
+                    draft.add_evidence(line)
+                self._tick(draft.key, draft)
+                return
         segments = text.split(_RSYSLOG_NEWLINE) if _RSYSLOG_NEWLINE in text else [text]
         hit: _Draft | None = None
         for segment in segments:
             try:
-                hit = self._handle(line, segment.strip(), key) or hit
+                hit = self._handle(line, kl.unquote(segment.strip()), key) or hit
             except (ValueError, IndexError, OverflowError):  # pragma: no cover - defensive
                 continue
         if hit is not None:
@@ -279,11 +320,24 @@ class KernelReportAssembler:
         if "oom-kill:" in s:
             summary = kl.parse_summary(s)
             if summary is not None:
-                return self._on_summary(line, key, summary)
+                draft = self._on_summary(line, key, summary)
+                self._wrapped[line.file] = _Wrapped(draft, "summary", s, line.no)
+                return draft
         if "Killed process" in s:
             kill = kl.parse_kill(s)
             if kill is not None:
-                return self._on_kill(line, key, kill)
+                draft = self._on_kill(line, key, kill)
+                self._wrapped[line.file] = _Wrapped(draft, "kill", s, line.no)
+                return draft
+        if kl.kill_cut_before_pid(s):  # "...: Killed" / "...: Killed process", its pid on the next line
+            draft = cur if cur is not None and not cur.has_killed else self._start(line, key)
+            draft.add_evidence(line)
+            self._wrapped[line.file] = _Wrapped(draft, "kill", s, line.no)
+            return draft
+        if "memory.oom.group" in s:
+            group = kl.parse_oom_group(s)
+            if group is not None:
+                return self._on_oom_group(line, key, group)
         if "ill process" in s:
             selection = kl.parse_selection(s)
             if selection is not None:
@@ -354,6 +408,11 @@ class KernelReportAssembler:
             if kill.pid == cur.victim_pid:  # the same kill said twice
                 cur.add_evidence(line)
                 return cur
+            if cur.oom_group is not None and kill.pid is not None:  # killed with the victim
+                if all(t.pid != kill.pid for t in cur.group_killed):
+                    cur.group_killed.append(_killed_task(kill, line.no))
+                self._killed(cur)
+                return cur
             cur = None
         if cur is None:
             cur = self._reopen(line, key, kill.pid, "has_killed") or self._start(line, key)
@@ -372,12 +431,116 @@ class KernelReportAssembler:
         self._killed(cur)
         return cur
 
+    def _on_oom_group(self, line: Line, key: _Key, cgroup: str) -> _Draft:
+        """`Tasks in X are going to be killed due to memory.oom.group set`: the kill lines that
+        follow are the group's, killed with the victim named just before."""
+        cur = self._open.get(key)
+        recent = self._recent.get(key)
+        if cur is None and recent:  # closed a moment ago (reaper lines came between)
+            last = recent[-1]
+            if last.has_killed and last.oom_group is None and line.no - last.last_line <= _REOPEN_WITHIN:
+                self._open[key] = cur = recent.pop()
+        if cur is None or cur.oom_group is not None:
+            # a report of its own: the victim's line is not in the input, the group's first kill stands for it
+            cur = self._start(line, key)
+        cur.oom_group = cgroup
+        cur.add_evidence(line)
+        self._killed(cur)
+        return cur
+
+    def _continues(self, wrapped: _Wrapped, line: Line, text: str) -> _Draft | None:
+        """The report whose line ``text`` continues (a paste wrapped it: an e-mail's or a terminal's
+        width), with what it adds taken; None when ``text`` is a line of its own (a kernel line, a task
+        row) or adds nothing."""
+        draft, first = wrapped.draft, wrapped.text
+        if not text or has_anchor(text) or text[:1] == "[" or wrapped.joins >= kw.MAX_JOINS:
+            return None
+        if wrapped.kind == "row":
+            return self._continues_row(wrapped, line, text)
+        if wrapped.kind == "header":
+            return self._continues_header(wrapped, line, text)
+        if wrapped.kind == "stats":
+            stats = kw.rejoin_stats(first, text)
+            if stats is None:
+                return None
+            draft.stats_seen = True
+            draft.memcg_stat.update(stats[1])
+            draft.in_stats = not stats[1]
+            return draft
+        joined = kw.join_kill_text(first, text)
+        again = _Wrapped(draft, wrapped.kind, joined, line.no, wrapped.joins + 1)
+        if wrapped.kind == "summary":
+            was, summary = kl.parse_summary(first), kl.parse_summary(joined)
+            if summary is None or was is None or was.pid is not None:
+                return None
+            if summary.pid is None:  # a long line folded more than once: its middle has no spaces
+                if " " in text:
+                    return None
+                self._wrapped[line.file] = again
+                return draft
+            draft.task_memcg = summary.task_memcg or draft.task_memcg
+            draft.oom_memcg = summary.oom_memcg or draft.oom_memcg
+            if summary.constraint is not None:  # the whole line may say more (oom_memcg=) than its start
+                draft.constraint, draft.constraint_rank = summary.constraint, 3
+            if draft.victim_pid is None:
+                draft.victim_pid, draft.victim_name, draft.victim_uid = summary.pid, summary.task, summary.uid
+            return draft
+        before, after = kl.parse_kill(first), kl.parse_kill(joined)
+        if after is None:
+            return None
+        if before is None:  # the line broke before the pid: now it is a kill line
+            self._open.setdefault(draft.key, draft)
+            self._wrapped[line.file] = again
+            return self._on_kill(line, draft.key, after)
+        if after.pid != before.pid or kw.known_fields(after) <= kw.known_fields(before):
+            return None
+        if draft.group_killed and draft.group_killed[-1].pid == after.pid:
+            draft.group_killed[-1] = _killed_task(after, draft.group_killed[-1].line)
+        elif draft.victim_pid == after.pid:
+            draft.victim_name = after.comm if after.comm is not None else draft.victim_name
+            draft.victim_uid = _first(after.uid, draft.victim_uid)
+            draft.total_vm_bytes = _first(after.total_vm_bytes, draft.total_vm_bytes)
+            draft.anon_rss_bytes = _first(after.anon_rss_bytes, draft.anon_rss_bytes)
+            draft.file_rss_bytes = _first(after.file_rss_bytes, draft.file_rss_bytes)
+            draft.shmem_rss_bytes = _first(after.shmem_rss_bytes, draft.shmem_rss_bytes)
+            draft.oom_score_adj = _first(after.oom_score_adj, draft.oom_score_adj)
+        else:
+            return None
+        if draft.grace_left is not None:
+            self._killed(draft)
+        self._wrapped[line.file] = again
+        return draft
+
+    def _continues_header(self, wrapped: _Wrapped, line: Line, text: str) -> _Draft | None:
+        columns, cut = kw.rejoin_header(wrapped.text, text)
+        if columns is not None:
+            wrapped.draft.columns = columns
+        elif cut is not None:
+            self._wrapped[line.file] = _Wrapped(wrapped.draft, "header", cut, line.no, wrapped.joins + 1)
+        return wrapped.draft if columns is not None or cut is not None else None
+
+    def _continues_row(self, wrapped: _Wrapped, line: Line, text: str) -> _Draft | None:
+        draft = wrapped.draft
+        if draft.columns is None:
+            return None
+        row, cut = kw.rejoin_row(wrapped.text, text, draft.columns, wrapped.first_no)
+        if row is not None:
+            draft.tasks.append(row)
+        elif cut is not None:
+            self._wrapped[line.file] = _Wrapped(draft, "row", cut, line.no, wrapped.joins + 1, wrapped.first_no)
+        return draft if row is not None or cut is not None else None
+
     def _on_reaper(self, line: Line, key: _Key, reaper: kl.Reaper) -> _Draft | None:
         candidates: list[_Draft] = []
         if key in self._open:
             candidates.append(self._open[key])
         candidates.extend(reversed(self._recent.get(key, ())))
         for draft in candidates:
+            if draft.oom_group is not None and any(t.pid == reaper.pid for t in draft.group_killed):
+                if draft is self._open.get(key):
+                    self._killed(draft)  # the group's kills may go on after the reaper's lines
+                    return draft
+                return None
             if draft.victim_pid is not None and draft.victim_pid == reaper.pid:
                 draft.reaped = draft.reaped or reaper.reaped
                 draft.add_evidence(line)
@@ -392,10 +555,16 @@ class KernelReportAssembler:
             if row is not None:
                 cur.tasks.append(row)
                 return cur
+            if kl.is_cut_task_row(s, cur.columns):  # its last columns on the next line (a paste wrapped it)
+                self._wrapped[line.file] = _Wrapped(cur, "row", s, line.no, 0, line.no)
+                return cur
         if s[:1] == "[":
             columns = kl.parse_table_header(s)
             if columns is not None:
                 cur.columns = columns
+                return cur
+            if kl.is_cut_table_header(s):  # its last columns on the next line (a paste wrapped it)
+                self._wrapped[line.file] = _Wrapped(cur, "header", s, line.no)
                 return cur
         if cur.has_header and cur.trigger_pid is None and not cur.has_killed:
             pid = kl.parse_cpu_pid(s)
@@ -418,12 +587,14 @@ class KernelReportAssembler:
                 cur.memcg_failcnt = usage.failcnt
                 cur.add_evidence(line)
                 return cur
-        if s.startswith("Memory cgroup stats for "):
+        if s.startswith("Memory cgroup stats for"):
             stats = kl.parse_stats_header(s)
             if stats is not None and not cur.stats_seen:
                 cur.stats_seen = True
                 cur.memcg_stat.update(stats[1])
                 cur.in_stats = not stats[1]
+            elif stats is None and not cur.stats_seen:  # a long path cut by a paste, its `:` on the next line
+                self._wrapped[line.file] = _Wrapped(cur, "stats", s, line.no)
             return cur
         meminfo = kl.parse_meminfo(s)
         if meminfo is not None:

@@ -126,12 +126,28 @@ class TaskRow:
 
 
 @dataclass(frozen=True)
+class KilledTask:
+    """A process the kernel killed together with a report's victim (``memory.oom.group``): its own
+    ``Killed process`` line, sizes in bytes as that line gave them."""
+
+    pid: int
+    name: str | None
+    anon_rss_bytes: int | None
+    file_rss_bytes: int | None
+    shmem_rss_bytes: int | None
+    line: int
+
+
+@dataclass(frozen=True)
 class OomReport:
     """One kernel OOM-killer report assembled from its many lines.
 
     `trigger_*` is the task that invoked the OOM killer (often NOT the victim).
     `victim_*` is the process the kernel actually killed (from "Killed process").
     `constraint` is "global", "memcg", "cpuset", "mempolicy" or None when unknown.
+    `oom_group` is the cgroup whose ``memory.oom.group`` made the kernel kill all its tasks with
+    the victim ("Tasks in X are going to be killed due to memory.oom.group set"), and
+    `group_killed` those other tasks: one failure, one victim, the rest killed with it.
     """
 
     file: str
@@ -164,6 +180,8 @@ class OomReport:
     total_swap_bytes: int | None = None
     manual: bool = False  # SysRq-f / moom_callback: forced, not real pressure
     reaped: bool = False  # an oom_reaper line followed for the victim
+    oom_group: str | None = None
+    group_killed: tuple[KilledTask, ...] = ()
     tasks: tuple[TaskRow, ...] = ()
     evidence: tuple[Evidence, ...] = ()
     host: str | None = None  # the syslog/journal host its lines came from, when the prefix said

@@ -24,6 +24,9 @@ says what it found. Recognised prefixes, one sample each:
 - GitHub Actions:           `2024-01-05T15:19:27.1234567Z msg`
 - GitLab (FF_TIMESTAMPS):   `2024-01-05T15:19:27.123456Z 00O msg` (`01E`, `00O+` too)
 - Jenkins timestamper:      `[2024-01-05T15:19:27.123Z] msg`
+- quoted (e-mail, GitHub):  `> [ 5864.708505] msg`, `> > Jan  5 15:19:27 host kernel: msg` (the
+                            `> ` marks are taken only before one of the prefixes above)
+- syslog tag alone:         `kernel: msg` (a syslog line whose date and host were cut off)
 
 Prefixes nest (a kubectl timestamp before a syslog line before a dmesg bracket),
 so up to four layers are stripped. The outermost timestamp and host win.
@@ -82,6 +85,8 @@ _PRIO = re.compile(r"<\d{1,3}>")
 _LOGREAD = re.compile(r"([A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4}) \w+\.\w+ ([^\s:\[]+)(?:\[\d+\])?: ")
 # a dmesg stamp whose "[" was lost when the paste was cut ("5193605.506728] Task in ...")
 _DMESG_CUT = re.compile(r"\s*(\d+\.\d{6})\] ")
+_QUOTED = re.compile(r"(?:>[ \t]?)+")
+_BARE_KERNEL_TAG = "kernel: "
 _DMESG_X = re.compile(
     r"(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])"
     r" *:(emerg|alert|crit|err|warn|notice|info|debug) *: ?"
@@ -152,7 +157,13 @@ def _strip_one(text: str) -> _Step | None:
     if c == "<":
         m = _PRIO.match(text)
         return (None, text[m.end() :], False, None) if m else None
+    if c == ">":  # quote marks: a log line quoted in a reply, when a prefix follows them
+        m = _QUOTED.match(text)
+        rest = text[m.end() :] if m else ""
+        return _strip_one(rest) if rest[:1] != ">" else None
     if c.isalpha():
+        if text.startswith(_BARE_KERNEL_TAG):
+            return None, text[len(_BARE_KERNEL_TAG) :], True, None
         m = _DMESG_X.match(text)
         if m:
             return None, text[m.end() :], m.group(1) == "kern", None
