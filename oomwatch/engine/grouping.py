@@ -71,6 +71,7 @@ def signature(scan: ScanResult) -> Signature:
         if pid is not None:
             dead.add(pid)
         pids.update(t.pid for t in r.tasks)
+        dead.update(t.pid for t in r.group_killed)
         pids.update(p for p in (pid, r.trigger_pid) if p is not None)
         if r.host:
             hosts.add(r.host)

@@ -69,7 +69,8 @@ def select_reports(reports: Sequence[OomReport], events: Sequence[Event], known:
     if len(kills) <= 1:
         return Selection(tuple(reports), ())
     pids = named_pids(events) | set(known)
-    anchors = [r for r in kills if _pid(r) in pids]
+    # a task killed with the victim (memory.oom.group) is that kill's too
+    anchors = [r for r in kills if _pid(r) in pids or any(t.pid in pids for t in r.group_killed)]
     how = "pid"
     if not anchors:
         jobs = {ev.fields["job"].split(".")[0].split("_")[0] for ev in events if ev.fields.get("job")}
