@@ -18,9 +18,10 @@ from oomwatch.engine.roles import TRAINING_ROLES, role_for
 KILLED_KINDS = (
     "dataloader_worker_killed", "sigkill", "k8s_system_oom", "userspace_oom_kill",
     "k8s_oomkilled", "docker_oomkilled", "shell_killed", "exit_137", "bus_error", "unit_oom_kill",
+    "k8s_evicted", "process_died",
 )  # fmt: skip
 RANK_KINDS = ("sigkill", "launcher_failure")
-_CONTAINER_KINDS = ("k8s_oomkilled", "docker_oomkilled", "unit_oom_kill")
+_CONTAINER_KINDS = ("k8s_oomkilled", "docker_oomkilled", "unit_oom_kill", "k8s_evicted")
 WORKER_KINDS = ("dataloader_worker_killed", "dataloader_worker_exited", "bus_error")
 
 
@@ -184,6 +185,8 @@ _SOURCES = {
     "sigkill": "launcher",
     "k8s_system_oom": "kubernetes",
     "k8s_oomkilled": "kubernetes",
+    "k8s_evicted": "kubernetes",
+    "process_died": "log",
     "docker_oomkilled": "docker",
     "userspace_oom_kill": "userspace-oom-killer",
     "shell_killed": "shell",
