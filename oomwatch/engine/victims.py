@@ -117,13 +117,16 @@ def build_victims(
     for ev in events:
         if ev.kind not in KILLED_KINDS:
             continue
-        pids = _pids(ev.fields.get("pid")) or [None]  # type: ignore[list-item]
+        pids = _pids(ev.fields.get("pid")) or [_child_pid(ev, events)]
         for pid in pids:
             if pid in kernel_pids:
                 continue
             name = _program(ev.fields.get("name")) or ev.fields.get("container") or ev.fields.get("pod")
-            key = (ev.kind, pid if pid is not None else hash(name))
-            if key in seen or (pid is None and name is None):
+            said_rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else _int(ev.fields.get("local_rank"))
+            # a launcher that names only the rank it lost (DeepSpeed's --local_rank=N, mp.spawn's
+            # `process N`): that rank is the victim, its pid unknown
+            key = (ev.kind, pid if pid is not None else hash(name) if name is not None else ("rank", said_rank))
+            if key in seen or (pid is None and name is None and (ev.kind != "sigkill" or said_rank is None)):
                 continue
             seen.add(key)
             # a pod or container name is not a process name: its role is unknown, not "other"
@@ -132,7 +135,7 @@ def build_victims(
                 role = "dataloader_worker"
             rank = ranks.get(pid) if pid is not None else None
             if rank is None and ev.kind == "sigkill":
-                rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else _int(ev.fields.get("local_rank"))
+                rank = said_rank
                 if role == "unknown" and rank is not None:
                     role = "rank"
             if pid is not None and pid in known:
@@ -162,6 +165,34 @@ def build_victims(
 
     victims.sort(key=importance)
     return _lone_rank(victims, events)
+
+
+CHILD_NEAR = 3  # lines: a launcher's row naming the failed child's pid, then its kill row
+
+
+def _child_pid(ev: Event, events: Sequence[Event]) -> int | None:
+    """The pid of the child a launcher's kill line without a pid is about, from the same launcher's
+    other lines in that file (fields `child`, rules/fingerprints/torch_launchers.yaml): the failed
+    child it named just before (MPICH's `PID N RUNNING AT`, `child: failed`), else the only child
+    it named at all (DeepSpeed's `Killing subprocess N` for each child, `child: any`)."""
+    launcher = ev.fields.get("launcher")
+    if not launcher:
+        return None
+    near: list[int] = []
+    named: set[int] = set()
+    for other in events:
+        if other.line.file != ev.line.file or other.fields.get("launcher") != launcher:
+            continue
+        child = other.fields.get("child")
+        pids = _pids(other.fields.get("pid"))
+        if child not in ("failed", "any") or len(pids) != 1:
+            continue
+        named.add(pids[0])
+        if child == "failed" and 0 < ev.line.no - other.line.no <= CHILD_NEAR:
+            near.append(pids[0])
+    if near:
+        return near[-1]
+    return next(iter(named)) if len(named) == 1 else None
 
 
 def _lone_rank(victims: list[Victim], events: Sequence[Event]) -> list[Victim]:
