@@ -300,15 +300,36 @@ def _hints(events: Sequence[Event], hints: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def _swap(events: Sequence[Event]) -> Mapping[str, Any]:
-    total_max: int | None = None
-    ratio_max: float | None = None
+SWAP_NEAR = 5  # lines: figures of one swap report split over lines (/proc/meminfo, vmstat -s)
+
+
+def _swap_figures(events: Sequence[Event]) -> list[tuple[int | None, int | None, int | None]]:
+    """(total, used, free) of each swap report; a line that states only some of them (meminfo's
+    `SwapTotal:` then `SwapFree:`, vmstat -s's `K total swap` / `K used swap` / `K free swap`) is
+    completed by the lines within SWAP_NEAR lines before it in the same file."""
+    out: list[tuple[int | None, int | None, int | None]] = []
+    near: dict[str, tuple[int, dict[str, int]]] = {}  # file -> (line, figures seen just before)
     for ev in events:
         if ev.kind != "swap_full":
             continue
-        total = parse_size(ev.fields.get("total"), ev.fields.get("unit", ""))
-        used = parse_size(ev.fields.get("used"), ev.fields.get("unit", ""))
-        free = parse_size(ev.fields.get("free"), ev.fields.get("unit", ""))
+        unit = ev.fields.get("unit", "")
+        figs = {k: parse_size(ev.fields.get(k), unit) for k in ("total", "used", "free")}
+        have = {k: v for k, v in figs.items() if v is not None}
+        if len(have) == 1:  # one figure per line: gather the report's figures
+            line, seen = near.get(ev.line.file, (0, {}))
+            seen = {**seen, **have} if ev.line.no - line <= SWAP_NEAR else have
+            near[ev.line.file] = (ev.line.no, seen)
+            if "total" not in seen or len(seen) < 2:
+                continue
+            have = seen
+        out.append((have.get("total"), have.get("used"), have.get("free")))
+    return out
+
+
+def _swap(events: Sequence[Event]) -> Mapping[str, Any]:
+    total_max: int | None = None
+    ratio_max: float | None = None
+    for total, used, free in _swap_figures(events):
         if used is None and total is not None and free is not None:
             used = total - free
         if total:
