@@ -26,6 +26,7 @@ FACTS: dict[str, str] = {
     "kernel.unknown_kills": "kills whose report does not say global or memory cgroup (a lone kill line)",
     "kernel.memcg_kills": "kills because a memory cgroup hit its limit (CONSTRAINT_MEMCG)",
     "kernel.memcg_reports": "reports (killed or not) that name a memory cgroup limit",
+    "kernel.unknown_reports": "reports without a kill that say neither global nor memory cgroup (a lone trigger line)",
     "kernel.manual_kills": "kills forced by SysRq-f (moom_callback), not by memory pressure",
     "victims.count": "victims found (kernel and log)",
     "victims.training": "victims whose role is launcher, rank, dataloader_worker or manager",
@@ -188,6 +189,9 @@ def compute_facts(
     facts["kernel.global_kills"] = sum(1 for r in kills if r.constraint in ("global", "cpuset", "mempolicy"))
     facts["kernel.unknown_kills"] = len(kills) - facts["kernel.memcg_kills"] - facts["kernel.global_kills"]
     facts["kernel.memcg_reports"] = sum(1 for r in reports if r.constraint == "memcg")
+    facts["kernel.unknown_reports"] = sum(
+        1 for r in reports if not r.killed and r.constraint not in ("memcg", "global", "cpuset", "mempolicy")
+    )
     facts["kernel.manual_kills"] = sum(1 for r in kills if r.manual)
     facts["victims.count"] = len(victims)
     facts["victims.training"] = sum(1 for v in victims if v.role in TRAINING_ROLES)
