@@ -305,6 +305,8 @@ def _hints(events: Sequence[Event], hints: Iterable[str]) -> dict[str, Any]:
 
 
 SWAP_NEAR = 5  # lines: figures of one swap report split over lines (/proc/meminfo, vmstat -s)
+# facts computed from the figures of events of a kind: a verdict over them shows those lines as evidence
+FACTS_FROM_EVENTS = {"swap": "swap_full"}
 
 
 def _swap_figures(events: Sequence[Event]) -> list[tuple[int | None, int | None, int | None]]:

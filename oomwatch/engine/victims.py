@@ -18,7 +18,7 @@ from oomwatch.engine.roles import TRAINING_ROLES, role_for
 KILLED_KINDS = (
     "dataloader_worker_killed", "sigkill", "k8s_system_oom", "userspace_oom_kill",
     "k8s_oomkilled", "docker_oomkilled", "shell_killed", "exit_137", "bus_error", "unit_oom_kill",
-    "k8s_evicted", "process_died",
+    "k8s_evicted", "process_died", "crash",
 )  # fmt: skip
 RANK_KINDS = ("sigkill", "launcher_failure")
 _CONTAINER_KINDS = ("k8s_oomkilled", "docker_oomkilled", "unit_oom_kill", "k8s_evicted")
@@ -59,7 +59,7 @@ def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int
             for pid in _pids(ev.fields.get("pid")):
                 if ranks.get(pid) is None:
                     ranks[pid] = rank
-        elif ev.kind in WORKER_KINDS:
+        elif ev.kind in WORKER_KINDS or ev.fields.get("worker") == "dataloader":
             workers.update(_pids(ev.fields.get("pid")))
     return ranks, workers
 
@@ -117,20 +117,21 @@ def build_victims(
     for ev in events:
         if ev.kind not in KILLED_KINDS:
             continue
-        pids = _pids(ev.fields.get("pid")) or [_child_pid(ev, events)]
+        pids: list[int | None] = [*_pids(ev.fields.get("pid"))] or [_child_pid(ev, events)]
         for pid in pids:
             if pid in kernel_pids:
                 continue
-            name = _program(ev.fields.get("name")) or ev.fields.get("container") or ev.fields.get("pod")
+            program = _program(ev.fields.get("name"))
+            name = program or ev.fields.get("container") or ev.fields.get("pod")
             said_rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else _int(ev.fields.get("local_rank"))
             # a launcher that names only the rank it lost (DeepSpeed's --local_rank=N, mp.spawn's
             # `process N`): that rank is the victim, its pid unknown
-            key = (ev.kind, pid if pid is not None else hash(name) if name is not None else ("rank", said_rank))
+            key = (ev.kind, pid if pid is not None else hash(name) if name is not None else hash(("rank", said_rank)))
             if key in seen or (pid is None and name is None and (ev.kind != "sigkill" or said_rank is None)):
                 continue
             seen.add(key)
             # a pod or container name is not a process name: its role is unknown, not "other"
-            role = role_for(None if ev.kind in _CONTAINER_KINDS else name, pid, ranks, workers)
+            role = role_for(None if ev.kind in _CONTAINER_KINDS else program, pid, ranks, workers)
             if ev.kind == "dataloader_worker_killed":
                 role = "dataloader_worker"
             rank = ranks.get(pid) if pid is not None else None
