@@ -24,6 +24,7 @@ CASES = {
     "tqdm_ansi_glued_killed.log": ("host_oom", False, 3, None, 1),
     "tqdm_cr_segfault_glued.log": ("other_crash", True, 4, None, 1),
     "ray_worker_system_error.log": ("host_oom", False, 3, (288692, "unknown", None), 2),
+    "ray_memory_monitor_kill.log": ("userspace_oom_kill", True, 3, (4331, "unknown", None), 5),
     "deepspeed_single_child_rc_minus9.log": ("host_oom", False, 3, (13266, "rank", 0), 3),
     "mpich_bad_termination_two_ranks.log": ("host_oom", False, 3, (31670, "rank", 0), 6),
     "mp_spawn_rank_sigkill.log": ("host_oom", False, 3, (None, "rank", 1), 7),

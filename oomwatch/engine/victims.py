@@ -122,7 +122,7 @@ def build_victims(
             if pid in kernel_pids:
                 continue
             program = _program(ev.fields.get("name"))
-            name = program or ev.fields.get("container") or ev.fields.get("pod")
+            name = program or ev.fields.get("task") or ev.fields.get("container") or ev.fields.get("pod")
             said_rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else _int(ev.fields.get("local_rank"))
             # a launcher that names only the rank it lost (DeepSpeed's --local_rank=N, mp.spawn's
             # `process N`): that rank is the victim, its pid unknown
