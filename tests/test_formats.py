@@ -91,3 +91,14 @@ def test_many_launchers_children_name_no_one() -> None:
     r = run_oomwatch("diagnose", "-f", "json", "-", stdin=two.encode())
     v = json.loads(r.stdout)["victims"][0]
     assert (v["pid"], v["role"], v["rank"]) == (None, "rank", 0)
+
+
+def test_a_rank_the_launcher_lost_and_the_kernels_lone_rank_kill_are_one_victim() -> None:
+    spawn = (HERE / "mp_spawn_rank_sigkill.log").read_text()
+    kill = (
+        "[ 200.000000] Memory cgroup out of memory: Killed process 4242 (pt_main_thread) total-vm:100kB, "
+        "anon-rss:2048kB, file-rss:4kB, shmem-rss:0kB, UID:0 pgtables:40kB oom_score_adj:0\n"
+    )
+    r = run_oomwatch("diagnose", "-f", "json", "-", stdin=(spawn + kill).encode())
+    victims = json.loads(r.stdout)["victims"]
+    assert [(v["pid"], v["role"], v["rank"]) for v in victims] == [(4242, "rank", 1)], victims

@@ -199,17 +199,24 @@ def _child_pid(ev: Event, events: Sequence[Event]) -> int | None:
 def _lone_rank(victims: list[Victim], events: Sequence[Event]) -> list[Victim]:
     """A launcher that names the rank it lost but not its pid (torch.multiprocessing.spawn's `process 1
     terminated with signal SIGKILL`), and one kernel kill of a rank whose number nothing gave: the same
-    process. Any more of either and they cannot be paired."""
+    process: the kernel's victim gets the rank, and the launcher's pid-less victim of that rank goes.
+    Any more of either and they cannot be paired."""
     lost = {_int(ev.fields.get("rank") or ev.fields.get("local_rank")) for ev in events
             if ev.kind == "sigkill" and not ev.fields.get("pid")}  # fmt: skip
     lost.discard(None)
     open_ranks = [i for i, v in enumerate(victims) if v.source == "kernel" and v.role == "rank" and v.rank is None]
-    named = {v.rank for v in victims if v.rank is not None}
+    named = {v.rank for v in victims if v.rank is not None and v.pid is not None}
     if len(lost) != 1 or len(open_ranks) != 1 or lost & named:
         return victims
+    rank = next(iter(lost))
     i = open_ranks[0]
-    victims[i] = replace(victims[i], rank=next(iter(lost)))
-    return victims
+    victims[i] = replace(victims[i], rank=rank, evidence=victims[i].evidence + _rank_evidence(victims, rank))
+    return [v for v in victims if not (v.pid is None and v.source == "launcher" and v.rank == rank)]
+
+
+def _rank_evidence(victims: Sequence[Victim], rank: int | None) -> tuple[Evidence, ...]:
+    """The lines of the launcher's pid-less victim of ``rank`` (they now belong to the kernel's)."""
+    return tuple(e for v in victims if v.pid is None and v.source == "launcher" and v.rank == rank for e in v.evidence)
 
 
 _SOURCES = {
