@@ -114,10 +114,11 @@ def build_victims(
             )
         )
     kernel_pids = {pid for _, pid in seen}
+    children = _children(events)
     for ev in events:
         if ev.kind not in KILLED_KINDS:
             continue
-        pids: list[int | None] = [*_pids(ev.fields.get("pid"))] or [_child_pid(ev, events)]
+        pids: list[int | None] = [*_pids(ev.fields.get("pid"))] or [_child_pid(ev, children)]
         for pid in pids:
             if pid in kernel_pids:
                 continue
@@ -169,31 +170,32 @@ def build_victims(
 
 
 CHILD_NEAR = 3  # lines: a launcher's row naming the failed child's pid, then its kill row
+Children = dict[tuple[str, str], list[tuple[int, str, int]]]
 
 
-def _child_pid(ev: Event, events: Sequence[Event]) -> int | None:
-    """The pid of the child a launcher's kill line without a pid is about, from the same launcher's
-    other lines in that file (fields `child`, rules/fingerprints/torch_launchers.yaml): the failed
-    child it named just before (MPICH's `PID N RUNNING AT`, `child: failed`), else the only child
-    it named at all (DeepSpeed's `Killing subprocess N` for each child, `child: any`)."""
-    launcher = ev.fields.get("launcher")
-    if not launcher:
-        return None
-    near: list[int] = []
-    named: set[int] = set()
-    for other in events:
-        if other.line.file != ev.line.file or other.fields.get("launcher") != launcher:
-            continue
-        child = other.fields.get("child")
-        pids = _pids(other.fields.get("pid"))
-        if child not in ("failed", "any") or len(pids) != 1:
-            continue
-        named.add(pids[0])
-        if child == "failed" and 0 < ev.line.no - other.line.no <= CHILD_NEAR:
-            near.append(pids[0])
+def _children(events: Sequence[Event]) -> Children:
+    """(file, launcher) -> (line, `child`, pid) of each line where a launcher names one of its children
+    (fields `child`, rules/fingerprints/torch_launchers.yaml), in order."""
+    out: Children = {}
+    for ev in events:
+        child, launcher = ev.fields.get("child"), ev.fields.get("launcher")
+        pids = _pids(ev.fields.get("pid"))
+        if child in ("failed", "any") and launcher and len(pids) == 1:
+            out.setdefault((ev.line.file, launcher), []).append((ev.line.no, child, pids[0]))
+    return out
+
+
+def _child_pid(ev: Event, children: Children) -> int | None:
+    """The pid of the child a launcher's kill line without a pid is about, from what the same launcher
+    said in that file: the failed child it named just before (MPICH's `PID N RUNNING AT`, `child:
+    failed`), else the only child it named at all (DeepSpeed's `Killing subprocess N` for each child,
+    `child: any`)."""
+    named = children.get((ev.line.file, ev.fields.get("launcher", "")), [])
+    near = [pid for no, child, pid in named if child == "failed" and 0 < ev.line.no - no <= CHILD_NEAR]
     if near:
         return near[-1]
-    return next(iter(named)) if len(named) == 1 else None
+    pids = {pid for _, _, pid in named}
+    return next(iter(pids)) if len(pids) == 1 else None
 
 
 def _lone_rank(victims: list[Victim], events: Sequence[Event]) -> list[Victim]:
