@@ -33,6 +33,8 @@ CASES = {
     "proc_meminfo_swap_full.log": ("swap_thrash", False, 3, None, 8),
     "vmstat_s_swap_full.log": ("swap_thrash", False, 3, None, 6),
     "proc_meminfo_swap_free.log": ("no_oom_evidence", False, 0, None, None),
+    "earlyoom_mem_nearly_gone.log": ("swap_thrash", False, 3, None, 6),
+    "earlyoom_mem_plenty.log": ("no_oom_evidence", False, 0, None, None),
     "lone_trigger_line.log": ("host_oom", True, 3, None, 2),
 }
 
