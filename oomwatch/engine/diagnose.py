@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from oomwatch.engine.causes import is_determined, rank_causes, with_what_to_collect
 from oomwatch.engine.derived import derived_facts
 from oomwatch.engine.diagnosis import Diagnosis
-from oomwatch.engine.facts import agent_facts, compute_facts, hint_names
+from oomwatch.engine.facts import FACTS_FROM_EVENTS, agent_facts, compute_facts, hint_names
 from oomwatch.engine.groupkill import group_kill_notes
 from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program
@@ -116,6 +116,7 @@ def _evidence(
     elif any(name.startswith("kernel.") for name in fact_names) and reports:
         picked.extend(reports[0].evidence)
     kinds = {name.split(".", 1)[1] for name in fact_names if name.startswith("events.")}
+    kinds.update(FACTS_FROM_EVENTS[n.split(".", 1)[0]] for n in fact_names if n.split(".", 1)[0] in FACTS_FROM_EVENTS)
     picked.extend(ev.evidence for ev in events if ev.kind in kinds)
     if live is not None:
         topics = dict.fromkeys(n.split(".", 1)[1].split("_", 1)[0] for n in fact_names if n.startswith("history."))

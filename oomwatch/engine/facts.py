@@ -28,6 +28,7 @@ FACTS: dict[str, str] = {
     "kernel.unknown_kills": "kills whose report does not say global or memory cgroup (a lone kill line)",
     "kernel.memcg_kills": "kills because a memory cgroup hit its limit (CONSTRAINT_MEMCG)",
     "kernel.memcg_reports": "reports (killed or not) that name a memory cgroup limit",
+    "kernel.unknown_reports": "reports without a kill that say neither global nor memory cgroup (a lone trigger line)",
     "kernel.manual_kills": "kills forced by SysRq-f (moom_callback), not by memory pressure",
     "kernel.group_kills": (
         "processes killed with a report's victim because its cgroup has memory.oom.group set (not counted in "
@@ -207,6 +208,9 @@ def compute_facts(
     facts["kernel.global_kills"] = sum(1 for r in kills if r.constraint in ("global", "cpuset", "mempolicy"))
     facts["kernel.unknown_kills"] = len(kills) - facts["kernel.memcg_kills"] - facts["kernel.global_kills"]
     facts["kernel.memcg_reports"] = sum(1 for r in reports if r.constraint == "memcg")
+    facts["kernel.unknown_reports"] = sum(
+        1 for r in reports if not r.killed and r.constraint not in ("memcg", "global", "cpuset", "mempolicy")
+    )
     facts["kernel.manual_kills"] = sum(1 for r in kills if r.manual)
     facts["kernel.group_kills"] = sum(len(r.group_killed) for r in reports)
     facts["victims.count"] = len(victims)
@@ -322,15 +326,38 @@ def _hints(events: Sequence[Event], hints: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def _swap(events: Sequence[Event]) -> Mapping[str, Any]:
-    total_max: int | None = None
-    ratio_max: float | None = None
+SWAP_NEAR = 5  # lines: figures of one swap report split over lines (/proc/meminfo, vmstat -s)
+# facts computed from the figures of events of a kind: a verdict over them shows those lines as evidence
+FACTS_FROM_EVENTS = {"swap": "swap_full"}
+
+
+def _swap_figures(events: Sequence[Event]) -> list[tuple[int | None, int | None, int | None]]:
+    """(total, used, free) of each swap report; a line that states only some of them (meminfo's
+    `SwapTotal:` then `SwapFree:`, vmstat -s's `K total swap` / `K used swap` / `K free swap`) is
+    completed by the lines within SWAP_NEAR lines before it in the same file."""
+    out: list[tuple[int | None, int | None, int | None]] = []
+    near: dict[str, tuple[int, dict[str, int]]] = {}  # file -> (line, figures seen just before)
     for ev in events:
         if ev.kind != "swap_full":
             continue
-        total = parse_size(ev.fields.get("total"), ev.fields.get("unit", ""))
-        used = parse_size(ev.fields.get("used"), ev.fields.get("unit", ""))
-        free = parse_size(ev.fields.get("free"), ev.fields.get("unit", ""))
+        unit = ev.fields.get("unit", "")
+        figs = {k: parse_size(ev.fields.get(k), unit) for k in ("total", "used", "free")}
+        have = {k: v for k, v in figs.items() if v is not None}
+        if len(have) == 1:  # one figure per line: gather the report's figures
+            line, seen = near.get(ev.line.file, (0, {}))
+            seen = {**seen, **have} if ev.line.no - line <= SWAP_NEAR else have
+            near[ev.line.file] = (ev.line.no, seen)
+            if "total" not in seen or len(seen) < 2:
+                continue
+            have = seen
+        out.append((have.get("total"), have.get("used"), have.get("free")))
+    return out
+
+
+def _swap(events: Sequence[Event]) -> Mapping[str, Any]:
+    total_max: int | None = None
+    ratio_max: float | None = None
+    for total, used, free in _swap_figures(events):
         if used is None and total is not None and free is not None:
             used = total - free
         if total:

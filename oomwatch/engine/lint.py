@@ -10,6 +10,7 @@ from __future__ import annotations
 from oomwatch.engine.activity_rules import check_activity_examples, check_stream_examples
 from oomwatch.engine.code import check_code_examples
 from oomwatch.engine.facts import hint_names, known_facts
+from oomwatch.engine.fields import match_fields
 from oomwatch.engine.loader import Fingerprint, RuleError, RuleSet
 from oomwatch.engine.prefix import strip_prefix
 from oomwatch.engine.text import clean_text
@@ -35,7 +36,7 @@ def check_examples(fp: Fingerprint) -> list[str]:
         if m is None:
             problems.append(f"match example does not match: {ex.text!r}")
             continue
-        got = {**fp.fields, **{k: v for k, v in m.groupdict().items() if v is not None}}
+        got = match_fields(fp.fields, m.groupdict())
         for key, want in ex.fields.items():
             if got.get(key) != want:
                 problems.append(f"example field {key!r}: expected {want!r}, got {got.get(key)!r}: {ex.text!r}")

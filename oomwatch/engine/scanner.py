@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from oomwatch.engine.fields import match_fields
 from oomwatch.engine.kernel_report import KEEP_FIRST, KERNEL_ANCHORS, KernelReportAssembler
 from oomwatch.engine.loader import Fingerprint, RuleSet
 from oomwatch.engine.model import Event, InputInfo, Line, OomReport
@@ -214,7 +215,7 @@ class Scanner:
                 gave_up.append(fp.name)
                 continue
             if m is not None:
-                fields = {**fp.fields, **{k: v for k, v in m.groupdict().items() if v is not None}}
+                fields = match_fields(fp.fields, m.groupdict())
                 key = (fp.event, fields.get("hint", ""))
                 # where several rules of a kind match a line, the one that says most wins
                 if key not in best or len(fields) > len(best[key][1]):

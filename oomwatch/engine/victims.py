@@ -18,9 +18,10 @@ from oomwatch.engine.roles import TRAINING_ROLES, role_for
 KILLED_KINDS = (
     "dataloader_worker_killed", "sigkill", "k8s_system_oom", "userspace_oom_kill",
     "k8s_oomkilled", "docker_oomkilled", "shell_killed", "exit_137", "bus_error", "unit_oom_kill",
+    "k8s_evicted", "process_died", "crash",
 )  # fmt: skip
 RANK_KINDS = ("sigkill", "launcher_failure")
-_CONTAINER_KINDS = ("k8s_oomkilled", "docker_oomkilled", "unit_oom_kill")
+_CONTAINER_KINDS = ("k8s_oomkilled", "docker_oomkilled", "unit_oom_kill", "k8s_evicted")
 WORKER_KINDS = ("dataloader_worker_killed", "dataloader_worker_exited", "bus_error")
 
 
@@ -58,7 +59,7 @@ def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int
             for pid in _pids(ev.fields.get("pid")):
                 if ranks.get(pid) is None:
                     ranks[pid] = rank
-        elif ev.kind in WORKER_KINDS:
+        elif ev.kind in WORKER_KINDS or ev.fields.get("worker") == "dataloader":
             workers.update(_pids(ev.fields.get("pid")))
     return ranks, workers
 
@@ -125,28 +126,30 @@ def build_victims(
             )
         )
     kernel_pids = {pid for _, pid in seen}
+    children = _children(events)
     for ev in events:
         if ev.kind not in KILLED_KINDS:
             continue
-        pids = _pids(ev.fields.get("pid")) or [None]  # type: ignore[list-item]
+        pids: list[int | None] = [*_pids(ev.fields.get("pid"))] or [_child_pid(ev, children)]
         for pid in pids:
             if pid in kernel_pids:
                 continue
-            name = _program(ev.fields.get("name")) or ev.fields.get("container") or ev.fields.get("pod")
-            key = (ev.kind, pid if pid is not None else hash(name))
-            lost = _lost_rank(ev) if pid is None and name is None else None
-            if lost is not None:  # mp.spawn's `process 1 terminated with signal SIGKILL`: a rank, no pid
-                key = ("rank", lost)
-            if key in seen or (pid is None and name is None and lost is None):
+            program = _program(ev.fields.get("name"))
+            name = program or ev.fields.get("task") or ev.fields.get("container") or ev.fields.get("pod")
+            said_rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else _int(ev.fields.get("local_rank"))
+            # a launcher that names only the rank it lost (DeepSpeed's --local_rank=N, mp.spawn's
+            # `process N`): that rank is the victim, its pid unknown
+            key = (ev.kind, pid if pid is not None else hash(name) if name is not None else hash(("rank", said_rank)))
+            if key in seen or (pid is None and name is None and (ev.kind != "sigkill" or said_rank is None)):
                 continue
             seen.add(key)
             # a pod or container name is not a process name: its role is unknown, not "other"
-            role = role_for(None if ev.kind in _CONTAINER_KINDS else name, pid, ranks, workers)
+            role = role_for(None if ev.kind in _CONTAINER_KINDS else program, pid, ranks, workers)
             if ev.kind == "dataloader_worker_killed":
                 role = "dataloader_worker"
             rank = ranks.get(pid) if pid is not None else None
             if rank is None and ev.kind == "sigkill":
-                rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else _int(ev.fields.get("local_rank"))
+                rank = said_rank
                 if role == "unknown" and rank is not None:
                     role = "rank"
             if pid is not None and pid in known:
@@ -178,26 +181,56 @@ def build_victims(
     return _lone_rank(victims, events)
 
 
-def _lost_rank(ev: Event) -> int | None:
-    """The rank a launcher says it lost to SIGKILL without naming its pid, else None."""
-    if ev.kind != "sigkill" or ev.fields.get("pid"):
-        return None
-    return _int(ev.fields.get("rank") or ev.fields.get("local_rank"))
+CHILD_NEAR = 3  # lines: a launcher's row naming the failed child's pid, then its kill row
+Children = dict[tuple[str, str], list[tuple[int, str, int]]]
+
+
+def _children(events: Sequence[Event]) -> Children:
+    """(file, launcher) -> (line, `child`, pid) of each line where a launcher names one of its children
+    (fields `child`, rules/fingerprints/torch_launchers.yaml), in order."""
+    out: Children = {}
+    for ev in events:
+        child, launcher = ev.fields.get("child"), ev.fields.get("launcher")
+        pids = _pids(ev.fields.get("pid"))
+        if child in ("failed", "any") and launcher and len(pids) == 1:
+            out.setdefault((ev.line.file, launcher), []).append((ev.line.no, child, pids[0]))
+    return out
+
+
+def _child_pid(ev: Event, children: Children) -> int | None:
+    """The pid of the child a launcher's kill line without a pid is about, from what the same launcher
+    said in that file: the failed child it named just before (MPICH's `PID N RUNNING AT`, `child:
+    failed`), else the only child it named at all (DeepSpeed's `Killing subprocess N` for each child,
+    `child: any`)."""
+    named = children.get((ev.line.file, ev.fields.get("launcher", "")), [])
+    near = [pid for no, child, pid in named if child == "failed" and 0 < ev.line.no - no <= CHILD_NEAR]
+    if near:
+        return near[-1]
+    pids = {pid for _, _, pid in named}
+    return next(iter(pids)) if len(pids) == 1 else None
 
 
 def _lone_rank(victims: list[Victim], events: Sequence[Event]) -> list[Victim]:
     """A launcher that names the rank it lost but not its pid (torch.multiprocessing.spawn's `process 1
     terminated with signal SIGKILL`), and one kernel kill of a rank whose number nothing gave: the same
-    process. Any more of either and they cannot be paired. A lost rank that a victim with a pid is
-    (paired here, or named by another line) is not listed again without one."""
-    lost = {r for r in map(_lost_rank, events) if r is not None}
+    process: the kernel's victim gets the rank, and the launcher's pid-less victim of that rank goes.
+    Any more of either and they cannot be paired. A lost rank that a victim with a pid is (paired
+    here, or named by another line) is not listed again without one."""
+    lost = {r for ev in events if ev.kind == "sigkill" and not ev.fields.get("pid")
+            if (r := _int(ev.fields.get("rank") or ev.fields.get("local_rank"))) is not None}  # fmt: skip
     open_ranks = [i for i, v in enumerate(victims) if v.source == "kernel" and v.role == "rank" and v.rank is None]
     named = {v.rank for v in victims if v.rank is not None and v.pid is not None}
     if len(lost) == 1 and len(open_ranks) == 1 and not lost & named:
-        i, rank = open_ranks[0], next(iter(lost))
-        victims[i] = replace(victims[i], rank=rank)
+        rank, i = next(iter(lost)), open_ranks[0]
+        victims[i] = replace(victims[i], rank=rank, evidence=victims[i].evidence + _rank_evidence(victims, rank))
         named.add(rank)
+    # a rank some victim with a pid is (paired here, or named by another line) is not listed again without one
     return [v for v in victims if v.pid is not None or v.rank is None or v.rank not in named]
+
+
+def _rank_evidence(victims: Sequence[Victim], rank: int | None) -> tuple[Evidence, ...]:
+    """The lines of the launcher's pid-less victim of ``rank`` (they now belong to the kernel's)."""
+    return tuple(e for v in victims if v.pid is None and v.source == "launcher" and v.rank == rank for e in v.evidence)
 
 
 _SOURCES = {
@@ -205,6 +238,8 @@ _SOURCES = {
     "sigkill": "launcher",
     "k8s_system_oom": "kubernetes",
     "k8s_oomkilled": "kubernetes",
+    "k8s_evicted": "kubernetes",
+    "process_died": "log",
     "docker_oomkilled": "docker",
     "userspace_oom_kill": "userspace-oom-killer",
     "shell_killed": "shell",
