@@ -13,6 +13,7 @@ import textwrap
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Cause, Evidence
 from oomwatch.engine.sizes import human
+from oomwatch.engine.timeline import Failure
 from oomwatch.textsafe import code_fence, code_span, escape_controls, markdown_text
 
 HEADLINES = {
@@ -79,8 +80,36 @@ VICTIM_HEADER = [
 ]
 
 
+def first_failure_line(d: Diagnosis) -> str | None:
+    """``First failure: rank 3 on node-1 was killed by the kernel at 18:45:19; 3 ranks on 2 nodes
+    failed after it``, when the inputs show more than one process failing."""
+    return f"First failure: {d.timeline.headline()}" if d.timeline is not None else None
+
+
+def _failure_row(f: Failure) -> list[str]:
+    where = f"{_where(f.evidence[0])}" if f.evidence else "-"
+    return [f.time or "?", f.who(), f.says, where]
+
+
+def _timeline_text(d: Diagnosis) -> list[str]:
+    """One row per failure, the first first: time, who, what, where it is said."""
+    t = d.timeline
+    if t is None:
+        return []
+    rows = [_failure_row(f) for f in (t.first, *t.after)]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    out = [f"Timeline (ordered by {t.ordered_by}):"]
+    for i, r in enumerate(rows):
+        mark = "first" if i == 0 else "after"
+        out.append(f"  {mark}  " + "  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + f"  {r[3]}")
+    out.extend(f"  - {n}" for n in t.notes)
+    out.append("")
+    return out
+
+
 def render_text(d: Diagnosis) -> str:
-    out = [_headline(d), "", d.summary, ""]
+    first = first_failure_line(d)
+    out = [*([first, ""] if first else []), _headline(d), "", d.summary, ""]
     if d.victims:
         rows = [VICTIM_HEADER, *_victim_rows(d)]
         widths = [max(len(r[i]) for r in rows) for i in range(len(VICTIM_HEADER))]
@@ -92,6 +121,7 @@ def render_text(d: Diagnosis) -> str:
         out.append("Evidence:")
         out.extend(f"  {_where(e)}: {_clip(e.text)}" for e in d.evidence)
         out.append("")
+    out.extend(_timeline_text(d))
     if d.cause_determined is not False:
         for i, c in enumerate(d.causes, 1):
             out.extend(_cause_text(i, c))
@@ -174,9 +204,28 @@ def _cause_markdown(i: int, c: Cause, label: str = "Why") -> list[str]:
     return out
 
 
+def _timeline_markdown(d: Diagnosis) -> list[str]:
+    t = d.timeline
+    if t is None:
+        return []
+    md = markdown_text
+    head = ["| | time | who | what | where |", "|---|---|---|---|---|"]
+    out = [f"**Timeline** (ordered by {md(t.ordered_by)})", "", *head]
+    for i, f in enumerate((t.first, *t.after)):
+        cells = [md(c).replace("|", "\\|") for c in _failure_row(f)[:3]]
+        where = code_span(_where(f.evidence[0])) if f.evidence else "-"
+        out.append(f"| {'first' if i == 0 else 'after'} | {' | '.join(cells)} | {where} |")
+    out.append("")
+    out.extend(f"> {md(n)}" for n in t.notes)
+    if t.notes:
+        out.append("")
+    return out
+
+
 def render_markdown(d: Diagnosis) -> str:
     md = markdown_text
-    out = [f"### oomwatch: {md(_headline(d))}", "", md(d.summary), ""]
+    first = first_failure_line(d)
+    out = [*([f"**{md(first)}**", ""] if first else []), f"### oomwatch: {md(_headline(d))}", "", md(d.summary), ""]
     if d.victims:
         out.append("| " + " | ".join(VICTIM_HEADER) + " |")
         out.append("|" + "---|" * len(VICTIM_HEADER))
@@ -189,6 +238,7 @@ def render_markdown(d: Diagnosis) -> str:
         out.extend(_md_evidence(d.evidence))
         out.append("</details>")
         out.append("")
+    out.extend(_timeline_markdown(d))
     if d.cause_determined is not False:
         for i, c in enumerate(d.causes, 1):
             out.extend(_cause_markdown(i, c))

@@ -11,6 +11,7 @@ from oomwatch.engine.facts import agent_facts, compute_facts, hint_names
 from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program
 from oomwatch.engine.scanner import ScanResult
+from oomwatch.engine.timeline import build_timeline
 from oomwatch.engine.verdict import choose, render, template_values
 from oomwatch.engine.victims import build_victims
 
@@ -72,6 +73,7 @@ def diagnose(
         evidence=evidence,
         facts=facts,
         cause_determined=determined,
+        timeline=build_timeline(scans, rules),
     )
 
 

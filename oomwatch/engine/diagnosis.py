@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oomwatch.engine.model import Cause, Event, Evidence, InputInfo, Victim
+from oomwatch.engine.timeline import Timeline
 
 SCHEMA_ID = "oomwatch.diagnosis/v1"
 MAX_EVENTS = 200  # events listed in the JSON; the count of all is kept
@@ -28,6 +29,8 @@ class Diagnosis:
     # whether the top cause stands out (rules/causes.yaml `decide`); when not, `causes` are candidates
     # and the last one, `unknown`, says what to collect to tell them apart; None: no cause applies
     cause_determined: bool | None = True
+    # which rank or node failed first and which after it; None when fewer than two failed
+    timeline: Timeline | None = None
 
     @property
     def top_cause(self) -> Cause | None:
@@ -35,7 +38,7 @@ class Diagnosis:
         return self.causes[0] if self.causes and self.cause_determined else None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "schema": SCHEMA_ID,
             "verdict": self.verdict,
             "confirmed": self.confirmed,
@@ -51,6 +54,9 @@ class Diagnosis:
             "rule": self.rule,
             "inputs": [i.to_json() for i in self.inputs],
         }
+        if self.timeline is not None:
+            out["timeline"] = self.timeline.to_json()
+        return out
 
 
 def _event_json(e: Event) -> dict[str, Any]:
