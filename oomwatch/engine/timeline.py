@@ -148,13 +148,23 @@ def _stream_rank(streams: Sequence[StreamRule], text: str) -> int | None:
     return None
 
 
+def _message(streams: Sequence[StreamRule], text: str) -> str:
+    """The text after a rank prefix that starts the line (``srun -l``'s `` 3: ``, ``[rank3]:``)."""
+    for rule in streams:
+        if not rule.on_file:
+            m = rule.pattern.match(text, timeout=0.25)
+            if m is not None and m.end() > 0:
+                return text[m.end() :].lstrip()
+    return text
+
+
 def _event_record(ev: Event, streams: Sequence[StreamRule]) -> _Record:
     f = ev.fields
     pid = _int(f.get("pid") or f.get("pid2") or f.get("pid3"))
     rank = _int(f.get("rank"))
     if rank is None and pid is None:  # a line that names a pid is about it, not about its printer
         rank = _stream_rank(streams, ev.line.text)
-    stamp = parse_prefix_time(ev.line.time) or parse_message_time(ev.line.text)
+    stamp = parse_prefix_time(ev.line.time) or parse_message_time(_message(streams, ev.line.text))
     if "time" in f:
         stamp = stamp or parse_field_time(f["time"])
     return _Record(
