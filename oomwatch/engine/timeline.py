@@ -279,11 +279,12 @@ def _group(records: list[_Record]) -> list[list[_Record]]:
         if found:
             target = found[0]
             for other in found[1:]:  # the record links two groups: one process
-                groups[target].extend(groups[other])
-                for k, v in index.items():
-                    if v == other:
-                        index[k] = target
+                moved = groups[other]
+                groups[target].extend(moved)
                 groups[other] = []
+                for m in moved:
+                    for k in keys(m, m.host):
+                        index[k] = target
         else:
             target = len(groups)
             groups.append([])
@@ -294,8 +295,11 @@ def _group(records: list[_Record]) -> list[list[_Record]]:
     named = [r for r in records if r.pid is not None or r.rank is not None]
     for r in (r for r in named if r.host is not None):
         place(r, r.host)
+    hosts_of: dict[tuple[Any, ...], set[str]] = {}
+    for host, kind, value in [k for k in index if k[0] is not None]:
+        hosts_of.setdefault((kind, value), set()).add(host)
     for r in (r for r in named if r.host is None):
-        hosts = {h for (h, kind, value), i in index.items() if h is not None and groups[i] and _keyed(r, kind, value)}
+        hosts = set().union(*(hosts_of.get(k[1:], set()) for k in keys(r, None)))
         if len(hosts) == 1:
             r.host = next(iter(hosts))
         place(r, r.host)
@@ -311,10 +315,6 @@ def _group(records: list[_Record]) -> list[list[_Record]]:
                 groups.append([])
         groups[anonymous[where]].append(r)
     return [g for g in groups if g]
-
-
-def _keyed(r: _Record, kind: str, value: int) -> bool:
-    return (kind == "pid" and r.pid == value) or (kind == "rank" and r.rank == value)
 
 
 def _failure(

@@ -56,6 +56,8 @@ def test_capture_names_the_killed_rank_first_in_any_order(engine: Engine, names:
     assert t.ordered_by == "time"
     assert t.headline() == "rank 3 on node-1 was killed by the kernel at 18:45:19; 3 ranks on 2 nodes failed after it"
     assert d.verdict == "cgroup_oom"
+    # the victim is named by its global rank (the table's row), not its local rank (the launcher's line)
+    assert [(v.pid, v.rank) for v in d.victims] == [(12622, 3)]
 
 
 def test_capture_without_the_kernel_log_names_the_sigkill(engine: Engine) -> None:
