@@ -11,7 +11,7 @@ from oomwatch.engine.facts import agent_facts, compute_facts, hint_names
 from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program
 from oomwatch.engine.scanner import ScanResult
-from oomwatch.engine.timeline import build_timeline
+from oomwatch.engine.timeline import build_timeline, verdict_note
 from oomwatch.engine.verdict import choose, render, template_values
 from oomwatch.engine.victims import build_victims
 
@@ -59,6 +59,8 @@ def diagnose(
         causes = with_what_to_collect(causes, rules.causes, facts, live)
     for s in scans:
         notes.extend(f"{s.file}: {n}" for n in s.notes)
+    timeline = build_timeline(scans, rules)
+    notes.extend(n for n in [verdict_note(timeline, evidence)] if n)
     return Diagnosis(
         verdict=verdict,
         confirmed=rule.confirmed if rule else False,
@@ -73,7 +75,7 @@ def diagnose(
         evidence=evidence,
         facts=facts,
         cause_determined=determined,
-        timeline=build_timeline(scans, rules),
+        timeline=timeline,
     )
 
 

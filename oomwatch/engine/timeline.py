@@ -189,8 +189,14 @@ def _report_record(r: OomReport) -> _Record:
         pid=r.victim_pid,
         stamp=parse_prefix_time(r.time),
         boot_time=is_boot_time(r.time),
-        evidence=list(r.evidence[-1:] or r.evidence),
+        evidence=[_victim_line(r)] if r.evidence else [],
     )
+
+
+def _victim_line(r: OomReport) -> Evidence:
+    """The report's line that names its victim (``Killed process 7001 (python)``), else its first."""
+    named = f"process {r.victim_pid} ("
+    return next((e for e in r.evidence if named in e.text), r.evidence[0])
 
 
 _IDS = ("host", "rank", "local_rank", "pid")
@@ -396,3 +402,21 @@ def build_timeline(scans: Sequence[ScanResult], rules: RuleSet) -> Timeline | No
     if untimed < len(built):
         notes.append("Times are compared as printed: time zones are not applied.")
     return Timeline(first, after, ordered_by, tuple(notes))
+
+
+def verdict_note(timeline: Timeline | None, verdict_evidence: Sequence[Evidence]) -> str | None:
+    """A note when the lines the verdict rests on are a later failure's than the first one (not one
+    of the same second): the verdict is then about that one, and the first is where to start."""
+    if timeline is None or timeline.first.role != "root":
+        return None
+    first, lines = timeline.first, set(verdict_evidence)
+    if lines & set(first.evidence):
+        return None
+    later = next((f for f in timeline.after if lines & set(f.evidence)), None)
+    if later is None or (later.time is not None and later.time == first.time):
+        return None
+    where = f"{first.evidence[0].file}:{first.evidence[0].line}" if first.evidence else "its lines"
+    return (
+        f"The verdict is about a later failure ({later.who()} {later.says}) than the first one "
+        f"({first.who()} {first.says}, {where}): start with the first; the later one may be its effect."
+    )

@@ -204,3 +204,29 @@ def test_every_failure_kind_is_an_event_kind(engine: Engine) -> None:
     # the kinds that are effects of another process's failure by nature
     collateral = {k for k, f in engine.rules.failures.items() if f.role == "collateral"}
     assert {"peer_lost", "collective_timeout", "job_stopping", "launcher_failure", "worker_group_restart"} <= collateral
+
+
+def test_a_verdict_about_a_later_failure_says_so(engine: Engine) -> None:
+    log = (
+        "==> trainer-worker-0 <==\n"
+        "2024-05-01T10:00:01.000000000Z [rank0]: Fatal Python error: Segmentation fault\n"
+        "==> trainer-worker-1 <==\n"
+        "2024-05-01T10:05:00.000000000Z [rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"
+        " 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.20 GiB is free.\n"
+    )
+    d = _diagnose(engine, {"job.log": log})
+    assert d.timeline is not None
+    assert (d.timeline.first.kind, d.timeline.first.host, d.timeline.first.time) == (
+        "crash",
+        "trainer-worker-0",
+        "10:00:01",
+    )
+    assert d.verdict == "cuda_oom"
+    assert any(
+        n.startswith(
+            "The verdict is about a later failure (rank 1 on trainer-worker-1 ran out of GPU memory) than the first one (rank 0 on trainer-worker-0"
+        )
+        for n in d.notes
+    )
+    # the capture's verdict is about its first failure: no such note
+    assert not any("later failure" in n for n in _capture(engine, FILES).notes)
