@@ -140,6 +140,7 @@ class _Draft:
         values = {f.name: getattr(self, f.name) for f in fields(OomReport) if hasattr(self, f.name)}
         values.update(
             file=self.key[0],
+            host=self.key[1],
             manual=self.manual or self.order == -1,
             memcg_stat=dict(self.memcg_stat),
             tasks=tuple(self.tasks),

@@ -166,6 +166,7 @@ class OomReport:
     reaped: bool = False  # an oom_reaper line followed for the victim
     tasks: tuple[TaskRow, ...] = ()
     evidence: tuple[Evidence, ...] = ()
+    host: str | None = None  # the syslog/journal host of its lines, when their prefix names one
 
     @property
     def killed(self) -> bool:

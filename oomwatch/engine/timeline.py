@@ -186,6 +186,7 @@ def _report_record(r: OomReport) -> _Record:
         kind=KERNEL_KIND,
         file=r.file,
         line=r.first_line,
+        host=r.host,
         pid=r.victim_pid,
         stamp=parse_prefix_time(r.time),
         boot_time=is_boot_time(r.time),
