@@ -230,3 +230,18 @@ def test_a_verdict_about_a_later_failure_says_so(engine: Engine) -> None:
     )
     # the capture's verdict is about its first failure: no such note
     assert not any("later failure" in n for n in _capture(engine, FILES).notes)
+
+
+def test_one_combined_log_of_both_nodes(engine: Engine) -> None:
+    # `cat node-0.log node-1.log`: no header, two hosts in the tables; each rank's lines find their node
+    combined = (CAPTURE / "node-0.log").read_text() + (CAPTURE / "node-1.log").read_text()
+    dmesg = (CAPTURE / "node-1.dmesg-T.txt").read_text()
+    t = _diagnose(engine, {"all.log": combined, "node-1.dmesg-T.txt": dmesg}).timeline
+    assert t is not None
+    assert (t.first.kind, t.first.rank, t.first.host) == ("kernel_oom", 3, "node-1")
+    assert sorted((f.host, f.rank) for f in t.after) == [("node-0", 0), ("node-0", 1), ("node-1", 2)]
+
+
+def test_a_healthy_job_has_no_timeline(engine: Engine) -> None:
+    healthy = ROOT / "tests" / "fixtures" / "captured" / "torchrun_healthy" / "console.txt"
+    assert engine.diagnose([engine.scan("console.txt", healthy.read_bytes())]).timeline is None
