@@ -245,3 +245,25 @@ def test_one_combined_log_of_both_nodes(engine: Engine) -> None:
 def test_a_healthy_job_has_no_timeline(engine: Engine) -> None:
     healthy = ROOT / "tests" / "fixtures" / "captured" / "torchrun_healthy" / "console.txt"
     assert engine.diagnose([engine.scan("console.txt", healthy.read_bytes())]).timeline is None
+
+
+def test_nccl_debug_lines_name_their_host_and_pid(engine: Engine) -> None:
+    # NCCL_DEBUG=WARN lines begin HOST:PID:TID [DEV] (format of the NCCL issues cited in distributed.yaml)
+    log = (
+        "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a total"
+        " capacity of 79.15 GiB of which 1.20 GiB is free.\n"
+        "gpu-node-1:183006:183181 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer"
+        " gpu-node-3<47861>\n"
+        "gpu-node-2:20111:20190 [0] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer"
+        " gpu-node-3<47862>\n"
+    )
+    t = _diagnose(engine, {"job.log": log}).timeline
+    assert t is not None
+    assert (t.first.kind, t.first.rank) == ("cuda_oom", 5)
+    assert [(f.host, f.pid, f.kind) for f in t.after] == [
+        ("gpu-node-1", 183006, "peer_lost"),
+        ("gpu-node-2", 20111, "peer_lost"),
+    ]
+    assert t.headline() == (
+        "rank 5 ran out of GPU memory; 2 other processes on 2 nodes failed after it or at an unknown time"
+    )
