@@ -16,6 +16,7 @@ from oomwatch.engine.clock import moment
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Cause, Evidence, OomReport
 from oomwatch.engine.sizes import human
+from oomwatch.engine.timeline import Failure
 from oomwatch.layout import NOT_A_TERMINAL, clip_quote, code, quote, table, wrap
 from oomwatch.textsafe import code_fence, code_span, escape_controls, markdown_text
 
@@ -78,6 +79,36 @@ VICTIM_HEADER = [
 ]
 
 
+def first_failure_line(d: Diagnosis) -> str | None:
+    """``First failure: rank 3 on node-1 was killed by the kernel at 18:45:19; 3 ranks on 2 nodes
+    failed after it``, when the inputs show more than one process failing."""
+    return f"First failure: {d.timeline.headline()}" if d.timeline is not None else None
+
+
+def _failure_row(f: Failure) -> list[str]:
+    where = f"{_where(f.evidence[0])}" if f.evidence else "-"
+    return [f.time or "?", f.who(), f.says, where]
+
+
+TIMELINE_HEADER = ["", "time", "who", "what", "where"]
+
+
+def _timeline_text(d: Diagnosis, width: int) -> list[str]:
+    """One row per failure, the first first: time, who, what, where it is said."""
+    t = d.timeline
+    if t is None:
+        return []
+    esc = escape_controls
+    rows = [[("first" if i == 0 else "after"), *(esc(c) for c in _failure_row(f))]
+            for i, f in enumerate((t.first, *t.after))]  # fmt: skip
+    out = wrap(f"Timeline (ordered by {esc(t.ordered_by)}):", width)
+    out.extend(table(TIMELINE_HEADER, rows, width))
+    for n in t.notes:
+        out.extend(wrap(esc(n), width, "  - "))
+    out.append("")
+    return out
+
+
 def render_text(d: Diagnosis, width: int = NOT_A_TERMINAL) -> str:
     """``d`` for a person, every line at most ``width`` columns (``width`` below 40 is taken as 40)."""
     width = max(width, 40)
@@ -86,7 +117,8 @@ def render_text(d: Diagnosis, width: int = NOT_A_TERMINAL) -> str:
     def para(text: str, first: str = "", rest: str | None = None) -> list[str]:
         return wrap(esc(text), width, first, rest)
 
-    out = [*para(_headline(d)), "", *para(d.summary), ""]
+    first = first_failure_line(d)
+    out = [*([*para(first), ""] if first else []), *para(_headline(d)), "", *para(d.summary), ""]
     if d.victims:
         out.append("Victims:")
         out.extend(table(VICTIM_HEADER, [[esc(c) for c in r] for r in _victim_rows(d)], width))
@@ -96,6 +128,7 @@ def render_text(d: Diagnosis, width: int = NOT_A_TERMINAL) -> str:
         for e in d.evidence:
             out.extend(quote(esc(_where(e)), esc(e.text), width))
         out.append("")
+    out.extend(_timeline_text(d, width))
     if d.cause_determined is not False:
         for i, c in enumerate(d.causes, 1):
             out.extend(_cause_text(i, c, width))
@@ -254,9 +287,28 @@ def _cause_markdown(i: int, c: Cause, label: str = "Why") -> list[str]:
     return out
 
 
+def _timeline_markdown(d: Diagnosis) -> list[str]:
+    t = d.timeline
+    if t is None:
+        return []
+    md = markdown_text
+    head = ["| | time | who | what | where |", "|---|---|---|---|---|"]
+    out = [f"**Timeline** (ordered by {md(t.ordered_by)})", "", *head]
+    for i, f in enumerate((t.first, *t.after)):
+        cells = [md(c).replace("|", "\\|") for c in _failure_row(f)[:3]]
+        where = code_span(_where(f.evidence[0])) if f.evidence else "-"
+        out.append(f"| {'first' if i == 0 else 'after'} | {' | '.join(cells)} | {where} |")
+    out.append("")
+    out.extend(f"> {md(n)}" for n in t.notes)
+    if t.notes:
+        out.append("")
+    return out
+
+
 def render_markdown(d: Diagnosis) -> str:
     md = markdown_text
-    out = [f"### oomwatch: {md(_headline(d))}", "", md(d.summary), ""]
+    first = first_failure_line(d)
+    out = [*([f"**{md(first)}**", ""] if first else []), f"### oomwatch: {md(_headline(d))}", "", md(d.summary), ""]
     if d.victims:
         out.append("| " + " | ".join(VICTIM_HEADER) + " |")
         out.append("|" + "---|" * len(VICTIM_HEADER))
@@ -269,6 +321,7 @@ def render_markdown(d: Diagnosis) -> str:
         out.extend(_md_evidence(d.evidence))
         out.append("</details>")
         out.append("")
+    out.extend(_timeline_markdown(d))
     if d.cause_determined is not False:
         for i, c in enumerate(d.causes, 1):
             out.extend(_cause_markdown(i, c))

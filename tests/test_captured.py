@@ -44,8 +44,29 @@ def _diagnose(folder: Path, *names: str) -> dict:
     return json.loads(r.stdout)
 
 
+# captures of several nodes (tools/capture/multinode.py): their files, and the first failure's
+# (kind, rank, host) when all of them are given together
+MULTI_NODE = {
+    "multinode_torchrun_rank_oom": (("node-0.log", "node-1.log", "node-1.dmesg-T.txt"), ("kernel_oom", 3, "node-1")),
+}
+
+
 def test_every_capture_has_an_expectation() -> None:
-    assert sorted(p.name for p in CAPTURED.iterdir() if p.is_dir()) == sorted(EXPECTED)
+    assert sorted(p.name for p in CAPTURED.iterdir() if p.is_dir()) == sorted([*EXPECTED, *MULTI_NODE])
+
+
+@pytest.mark.parametrize("name", sorted(MULTI_NODE))
+def test_multi_node_capture_names_the_first_failure(name: str) -> None:
+    files, first = MULTI_NODE[name]
+    facts = json.loads((CAPTURED / name / "capture.json").read_text())
+    out = _diagnose(CAPTURED / name, *files)
+    assert (out["verdict"], out["confirmed"]) == ("cgroup_oom", True)
+    assert out["victims"][0]["pid"] == facts["oom_reports"][0]["killed_pid"]
+    timeline = out["timeline"]
+    got = timeline["first_failure"]
+    assert (got["kind"], got["rank"], got["host"]) == first
+    assert got["pid"] == facts["oom_reports"][0]["killed_pid"]
+    assert timeline["collateral_total"] == 3 and {c["role"] for c in timeline["collateral"]} == {"collateral"}
 
 
 def _kernel_cases() -> list[tuple[str, str]]:

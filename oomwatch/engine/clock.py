@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
+from oomwatch.engine.stamps import parse_message_time
+
 __all__ = ["Moment", "apart", "common", "moment", "moment_in"]
 
 Moment = tuple[str, float]  # (clock, seconds on it): "wall", "wall-noyear" or "uptime"
@@ -25,10 +27,6 @@ _CTIME = re.compile(  # dmesg -T (weekday, year), syslog and journalctl short (n
     r"(?:[A-Za-z]{3}\s+)?([A-Za-z]{3})\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?:\s+(\d{4}))?$"
 )
 _UPTIME = re.compile(r"\d{1,10}\.\d{1,9}$")
-# times a message itself begins with: glog (torch's C++ and elastic agent: `E1129 22:46:23.557000 12689 ...`)
-# and Python logging (`2024-01-05 15:19:27,123 INFO ...`); torchelastic's failure table (`time : 2024-...`)
-_GLOG = re.compile(r"\s*\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? ")
-_LOGGING = re.compile(r"\s*\[?(\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?")
 _NOYEAR = 2000
 
 
@@ -82,24 +80,22 @@ def _fraction(digits: str | None) -> float:
 
 
 def moment_in(text: str) -> Moment | None:
-    """The time a message's own text begins with (glog, Python logging), or None.
+    """The time a message's own text begins with (glog, Python logging: engine.stamps), or None.
 
     >>> moment_in("E1129 22:46:23.557000 12689 torch/distributed/elastic/api.py:1] failed")[0]
     'wall-noyear'
     >>> moment_in("2026-11-29 22:46:23,557 INFO step 3") == moment("2026-11-29T22:46:23.557")
     True
     """
-    m = _GLOG.match(text)
-    if m:
-        try:
-            t = datetime(_NOYEAR, int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
-        except ValueError:
-            return None
-        return ("wall-noyear", t.replace(tzinfo=timezone.utc).timestamp() + _fraction(m.group(6)))
-    m = _LOGGING.match(text)
-    if m:
-        return moment(m.group(1).replace("_", "T") + (f".{m.group(2)}" if m.group(2) else ""))
-    return None
+    st = parse_message_time(text)
+    if st is None:
+        return None
+    try:
+        day = datetime(st.year if st.year is not None else _NOYEAR, st.month, st.day, tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    seconds = day.timestamp() + st.seconds + (st.frac or 0.0)
+    return ("wall" if st.year is not None else "wall-noyear", seconds)
 
 
 def common(moments: list[Moment]) -> list[float] | None:

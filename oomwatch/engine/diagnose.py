@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from oomwatch.engine.causes import is_determined, rank_causes, with_what_to_collect
 from oomwatch.engine.derived import derived_facts
@@ -10,9 +11,10 @@ from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.facts import FACTS_FROM_EVENTS, agent_facts, compute_facts, hint_names
 from oomwatch.engine.groupkill import group_kill_notes
 from oomwatch.engine.loader import RuleSet
-from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program
+from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program, Victim
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.selection import inside, select_reports
+from oomwatch.engine.timeline import Timeline, build_timeline, verdict_note
 from oomwatch.engine.verdict import choose, render, template_values
 from oomwatch.engine.victims import build_victims
 
@@ -36,13 +38,17 @@ def diagnose(
     reports = [r for s in scans for r in s.reports]
     seen_live = [*(known or {}), *(v.pid for v in (observed.victims if observed is not None else ()) if v.pid)]
     chosen = select_reports(reports, events, seen_live)
-    if chosen.others:  # older kills of other programs: listed, never mixed into this failure
+    mine = {id(r) for r in chosen.job}
+    aside = [r for r in reports if id(r) not in mine]  # the kills listed apart, and their copies
+    if aside:  # older kills of other programs: listed, never mixed into this failure
         reports = list(chosen.job)
-        events = [ev for ev in events if not (ev.line.kernel and inside(ev, chosen.others))]
+        events = [ev for ev in events if not (ev.line.kernel and inside(ev, aside))]
     victims = build_victims(reports, events, known)
     if observed is not None:
         seen = {v.pid for v in victims if v.pid is not None}
         victims = [*(v for v in observed.victims if v.pid not in seen), *victims]
+    timeline = build_timeline(_only_the_jobs(scans, aside), rules)
+    victims = _first_failure_first(victims, timeline)
     facts = compute_facts(
         reports, events, victims, [s.kernel_share for s in scans], rules.events, hint_names(rules.fingerprints)
     )
@@ -68,6 +74,8 @@ def diagnose(
         notes.append(_others_note(chosen.how, len(chosen.others)))
     for s in scans:
         notes.extend(f"{s.file}: {n}" for n in s.notes)
+    timeline = _agreeing(timeline, victims)
+    notes.extend(n for n in [verdict_note(timeline, evidence)] if n)
     return Diagnosis(
         verdict=verdict,
         confirmed=rule.confirmed if rule else False,
@@ -83,7 +91,51 @@ def diagnose(
         facts=facts,
         cause_determined=determined,
         other_kills=chosen.others,
+        timeline=timeline,
     )
+
+
+def _first_failure_first(victims: list[Victim], timeline: Timeline | None) -> list[Victim]:
+    """The verdict is the first failure's: when the timeline's first failure is a victim on another
+    node than the victim chosen first, and strictly earlier, that victim goes first. (On one node
+    the victims keep their order: of a cascade of kills the latest is the one the log ends with.)"""
+    if timeline is None or not victims or timeline.first.pid is None or timeline.first.time is None:
+        return victims
+    head = victims[0]
+    mine = next((f for f in timeline.after if f.pid == head.pid and f.pid is not None), None)
+    moved = next((i for i, v in enumerate(victims) if v.pid == timeline.first.pid), None)
+    if moved is None or mine is None or mine.host is None or mine.host == timeline.first.host:
+        return victims
+    if mine.time is None or mine.time == timeline.first.time:
+        return victims
+    return [victims[moved], *victims[:moved], *victims[moved + 1 :]]
+
+
+def _agreeing(timeline: Timeline | None, victims: Sequence[Victim]) -> Timeline | None:
+    """Two root failures at the same printed time: the one the verdict names is said first."""
+    if timeline is None or not victims or victims[0].pid is None or timeline.first.pid == victims[0].pid:
+        return timeline
+    first = timeline.first
+    i = next((i for i, f in enumerate(timeline.after) if f.pid == victims[0].pid), None)
+    if i is None:
+        return timeline
+    tied = timeline.after[i]
+    if tied.role != "root" or first.role != "root" or tied.time != first.time:
+        return timeline
+    rest = (first, *timeline.after[:i], *timeline.after[i + 1 :])
+    return replace(timeline, first=tied, after=rest)
+
+
+def _only_the_jobs(scans: Sequence[ScanResult], others: Sequence[OomReport]) -> Sequence[ScanResult]:
+    """The inputs without the kills set aside (and their lines): what the timeline may order."""
+    if not others:
+        return scans
+    aside = {id(r) for r in others}
+    return [
+        replace(s, reports=[r for r in s.reports if id(r) not in aside],
+                events=[ev for ev in s.events if not (ev.line.kernel and inside(ev, others))])
+        for s in scans
+    ]  # fmt: skip
 
 
 def _others_note(how: str, count: int) -> str:

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from oomwatch.engine.model import Cause, Event, Evidence, InputInfo, OomReport, Victim
+from oomwatch.engine.timeline import Timeline
 
 SCHEMA_ID = "oomwatch.diagnosis/v1"
-REVISION = 2  # keys added within v1 (2: other_kills, set_aside); none removed or renamed
+REVISION = 2  # keys added within v1 (2: other_kills, set_aside, timeline); none removed or renamed
 MAX_EVENTS = 200  # events listed in the JSON; the count of all is kept
 
 
@@ -33,6 +34,8 @@ class Diagnosis:
     other_kills: tuple[OomReport, ...] = ()
     # inputs left out as another failure's: (input, why)
     set_aside: tuple[tuple[str, str], ...] = ()
+    # which rank or node failed first and which after it; None when fewer than two failed
+    timeline: Timeline | None = None
 
     @property
     def top_cause(self) -> Cause | None:
@@ -40,7 +43,7 @@ class Diagnosis:
         return self.causes[0] if self.causes and self.cause_determined else None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "schema": SCHEMA_ID,
             "revision": REVISION,
             "verdict": self.verdict,
@@ -59,6 +62,9 @@ class Diagnosis:
             "other_kills": [other_kill_json(r) for r in self.other_kills],
             "set_aside": [{"file": f, "reason": why} for f, why in self.set_aside],
         }
+        if self.timeline is not None:
+            out["timeline"] = self.timeline.to_json()
+        return out
 
 
 def other_kill_json(r: OomReport) -> dict[str, Any]:

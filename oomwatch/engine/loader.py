@@ -87,9 +87,21 @@ class VerdictRule:
         return self.when.facts()
 
 
+@dataclass(frozen=True)
+class FailureKind:
+    """How an event kind takes part in a failure across ranks (rules/events.yaml `failures`)."""
+
+    role: str  # "root" or "collateral"
+    says: str  # "was killed by the kernel"
+
+
+FAILURE_ROLES = ("root", "collateral")
+
+
 @dataclass
 class RuleSet:
     events: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, FailureKind] = field(default_factory=dict)
     fingerprints: list[Fingerprint] = field(default_factory=list)
     verdicts: list[VerdictRule] = field(default_factory=list)
     causes: list[CauseRule] = field(default_factory=list)
@@ -158,6 +170,8 @@ def _load_dir(directory: Path, rules: RuleSet) -> None:
             rules.errors.append(RuleError(str(events_file), 1, "expected a mapping `events:`"))
         else:
             rules.events.update({k: str(v) for k, v in events.items() if k != "__line__"})
+        if isinstance(doc, dict) and "failures" in doc:
+            _load_failures(events_file, doc["failures"], rules)
     for path in sorted(directory.glob("fingerprints/*.yaml")):
         _load_fingerprints(path, rules)
     verdicts_file = directory / "verdicts.yaml"
@@ -172,6 +186,25 @@ def _load_dir(directory: Path, rules: RuleSet) -> None:
     code_file = directory / "code.yaml"
     if code_file.is_file():
         _load_code(code_file, rules)
+
+
+def _load_failures(path: Path, raw: Any, rules: RuleSet) -> None:
+    """`failures:` kind -> {role: root|collateral, says: TEXT}."""
+    if not isinstance(raw, dict):
+        rules.errors.append(RuleError(str(path), 1, "`failures` must be a mapping of event kinds"))
+        return
+    line: int = raw.get("__line__") or 1
+    for kind, item in raw.items():
+        if kind == "__line__":
+            continue
+        where: int = item.get("__line__") or line if isinstance(item, dict) else line
+        role = item.get("role") if isinstance(item, dict) else None
+        says = item.get("says") if isinstance(item, dict) else None
+        if role not in FAILURE_ROLES or not isinstance(says, str) or not says.strip():
+            msg = f"failures: {kind!r} needs `role` ({' or '.join(FAILURE_ROLES)}) and `says` (text)"
+            rules.errors.append(RuleError(str(path), where, msg))
+            continue
+        rules.failures[str(kind)] = FailureKind(role, " ".join(says.split()))
 
 
 def _read_yaml(path: Path, rules: RuleSet) -> Any:
@@ -515,5 +548,7 @@ def _check_references(rules: RuleSet) -> None:
         file, _, line = fp.source.rpartition(":")
         if fp.event not in rules.events:
             rules.errors.append(RuleError(file, int(line), f"unknown event kind {fp.event!r}"))
+    for kind in sorted(set(rules.failures) - set(rules.events)):
+        rules.errors.append(RuleError("events.yaml", 0, f"failures: unknown event kind {kind!r}"))
     for mark in sorted(rules.kill_marks - set(rules.events)):
         rules.errors.append(RuleError("activities.yaml", 0, f"kill_marks: unknown event kind {mark!r}"))

@@ -184,7 +184,7 @@ class OomReport:
     group_killed: tuple[KilledTask, ...] = ()
     tasks: tuple[TaskRow, ...] = ()
     evidence: tuple[Evidence, ...] = ()
-    host: str | None = None  # the syslog/journal host its lines came from, when the prefix said
+    host: str | None = None  # the syslog/journal host of its lines, when their prefix names one
 
     @property
     def killed(self) -> bool:

@@ -27,6 +27,7 @@ says what it found. Recognised prefixes, one sample each:
 - quoted (e-mail, GitHub):  `> [ 5864.708505] msg`, `> > Jan  5 15:19:27 host kernel: msg` (the
                             `> ` marks are taken only before one of the prefixes above)
 - syslog tag alone:         `kernel: msg` (a syslog line whose date and host were cut off)
+- kubectl logs --prefix:    `[pod/trainer-worker-1/pytorch] msg` (host: the pod's name)
 
 Prefixes nest (a kubectl timestamp before a syslog line before a dmesg bracket),
 so up to four layers are stripped. The outermost timestamp and host win.
@@ -67,6 +68,8 @@ _DMESG = re.compile(r"\[\s*(\d+\.\d+)(?:\s*<\s*[\d.]+>)?\] ?(?:\[\s*[TC]\d+\] ?)
 _DMESG_T = re.compile(r"\[([^\s\]]+ +[^\s\]]+ +\d{1,2} +\d{1,2}:\d\d:\d\d +\d{4})(?: *<\s*[\d.]+>)?\] ?")
 # RFC 3339-ish: 2024-01-05T15:19:27[.,fraction][Z|+01:00|+0100|+01]
 _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d(?::?\d\d)?)?"
+# kubectl logs --prefix: [pod/NAME/CONTAINER] (Kubernetes object names: DNS labels and subdomains)
+_KUBECTL = re.compile(r"\[pod/([a-z0-9][a-z0-9.-]{0,252})/[a-z0-9][a-z0-9-]{0,62}\] ?")
 _JENKINS = re.compile(r"\[(" + _ISO + r")\] ?")
 _ISO_LEAD = re.compile(r"(" + _ISO + r")(?: |$)")
 _CRI = re.compile(r"(?:stdout|stderr) [FP](?: |$)")
@@ -105,6 +108,9 @@ def _after_bracket(text: str) -> _Step | None:
     m = _JENKINS.match(text)
     if m:
         return m.group(1), text[m.end() :], False, None
+    m = _KUBECTL.match(text)
+    if m:
+        return None, text[m.end() :], False, m.group(1)
     return None
 
 

@@ -48,20 +48,34 @@ def _program(command: str | None) -> str | None:
 
 
 def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int]]:
-    """Pids that launchers name as ranks (pid -> rank or local rank), and DataLoader workers."""
+    """Pids that launchers name as ranks (pid -> rank or local rank), and DataLoader workers.
+    A global rank beats a local one: a ChildFailedError table gives it in the row just above the
+    one with the pid (``rank : 3 (local_rank: 1)``, then ``exitcode : -9 (pid: 12622)``)."""
     ranks: dict[int, int | None] = {}
+    global_ranks: dict[int, int] = {}
     workers: set[int] = set()
+    above: Event | None = None  # the last rank-kind event, for the table's rank row
     for ev in events:
         if ev.kind in RANK_KINDS:
             rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else None
             if rank is None:
                 rank = _int(ev.fields.get("local_rank"))
-            for pid in _pids(ev.fields.get("pid")):
+            pids = _pids(ev.fields.get("pid"))
+            row = _int(above.fields.get("rank")) if above is not None and "pid" not in above.fields else None
+            if row is not None and above is not None and "rank" not in ev.fields and _next_row(above, ev):
+                global_ranks.update((pid, row) for pid in pids)
+            for pid in pids:
                 if ranks.get(pid) is None:
                     ranks[pid] = rank
+            above = ev
         elif ev.kind in WORKER_KINDS or ev.fields.get("worker") == "dataloader":
             workers.update(_pids(ev.fields.get("pid")))
+    ranks.update(global_ranks)
     return ranks, workers
+
+
+def _next_row(a: Event, b: Event) -> bool:
+    return a.line.file == b.line.file and 0 < b.line.no - a.line.no <= 2
 
 
 def _hint(ev: Event, name: str) -> bool:

@@ -122,6 +122,11 @@ CASES = [
     ("[2024-01-05T15:19:27.123Z] Killed", "2024-01-05T15:19:27.123Z", "Killed", False, None),
     ("[2024-01-05T15:19:27.123Z] [ 5864.708505] " + OOM, "2024-01-05T15:19:27.123Z", OOM, True,
      None),
+    # --- kubectl logs --prefix: the pod is the host ----------------------------------------
+    ("[pod/trainer-worker-1/pytorch] [rank1]: RuntimeError: x", None, "[rank1]: RuntimeError: x", False,
+     "trainer-worker-1"),
+    ("[pod/trainer-worker-1/pytorch] 2024-01-05T15:19:27.123456789Z step 3", "2024-01-05T15:19:27.123456789Z",
+     "step 3", False, "trainer-worker-1"),
     # --- nesting ---------------------------------------------------------------------------
     ("2024-01-05T15:19:27.123Z Jan  5 15:19:27 node1 kernel: [ 5864.708440] " + OOM,
      "2024-01-05T15:19:27.123Z", OOM, True, "node1"),
@@ -142,6 +147,8 @@ UNCHANGED = [
     "[ T123] no timestamp before the caller id",
     "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     "[default0]:RuntimeError: CUDA error: out of memory",
+    "[pod/trainer-worker-1] no container",
+    "[pod/Trainer_1/pytorch] not a Kubernetes name",
     "foo) Z ",
     "foo) Z R 1 2 3",
     ") Z ",
