@@ -27,6 +27,8 @@ says what it found. Recognised prefixes, one sample each:
 - quoted (e-mail, GitHub):  `> [ 5864.708505] msg`, `> > Jan  5 15:19:27 host kernel: msg` (the
                             `> ` marks are taken only before one of the prefixes above)
 - syslog tag alone:         `kernel: msg` (a syslog line whose date and host were cut off)
+- stream label:             `stderr: msg`, `stdout: msg` (a child's output relayed by its parent, as
+                            accelerate's test runner and CI job wrappers print it)
 - kubectl logs --prefix:    `[pod/trainer-worker-1/pytorch] msg` (host: the pod's name)
 
 Prefixes nest (a kubectl timestamp before a syslog line before a dmesg bracket),
@@ -90,6 +92,7 @@ _LOGREAD = re.compile(r"([A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{
 _DMESG_CUT = re.compile(r"\s*(\d+\.\d{6})\] ")
 _QUOTED = re.compile(r"(?:>[ \t]?)+")
 _BARE_KERNEL_TAG = "kernel: "
+_STREAM_LABELS = ("stderr: ", "stdout: ")  # a child's output relayed by its parent (accelerate's test runner)
 _DMESG_X = re.compile(
     r"(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])"
     r" *:(emerg|alert|crit|err|warn|notice|info|debug) *: ?"
@@ -170,6 +173,8 @@ def _strip_one(text: str) -> _Step | None:
     if c.isalpha():
         if text.startswith(_BARE_KERNEL_TAG):
             return None, text[len(_BARE_KERNEL_TAG) :], True, None
+        if text.startswith(_STREAM_LABELS):
+            return None, text[len("stderr: ") :], False, None
         m = _DMESG_X.match(text)
         if m:
             return None, text[m.end() :], m.group(1) == "kern", None

@@ -127,6 +127,9 @@ CASES = [
      "trainer-worker-1"),
     ("[pod/trainer-worker-1/pytorch] 2024-01-05T15:19:27.123456789Z step 3", "2024-01-05T15:19:27.123456789Z",
      "step 3", False, "trainer-worker-1"),
+    # --- a child's output relayed with its stream's name (accelerate's test runner) ---------
+    ("stderr:   exitcode  : 1 (pid: 8835)", None, "  exitcode  : 1 (pid: 8835)", False, None),
+    ("stdout: [rank0]: step 3 loss 2.1", None, "[rank0]: step 3 loss 2.1", False, None),
     # --- nesting ---------------------------------------------------------------------------
     ("2024-01-05T15:19:27.123Z Jan  5 15:19:27 node1 kernel: [ 5864.708440] " + OOM,
      "2024-01-05T15:19:27.123Z", OOM, True, "node1"),
@@ -148,6 +151,8 @@ UNCHANGED = [
     "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     "[default0]:RuntimeError: CUDA error: out of memory",
     "[pod/trainer-worker-1] no container",
+    "stderr:no space",
+    "stderr output follows",
     "[pod/Trainer_1/pytorch] not a Kubernetes name",
     "foo) Z ",
     "foo) Z R 1 2 3",
