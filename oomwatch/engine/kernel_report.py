@@ -546,6 +546,18 @@ class KernelReportAssembler:
                 draft.add_evidence(line)
                 draft.last_line = max(draft.last_line, line.no)
                 return draft if draft is self._open.get(key) else None
+        # the kill line was cut or grep'd away: the reaper reaps only the OOM killer's victim, so the
+        # latest report without one (whose selected process, if it names one, is this pid) was its kill
+        late = candidates[0] if candidates else None
+        if (
+            late is not None and late.victim_pid is None and reaper.pid is not None and late.oom_group is None
+            and late.selected_pid in (None, reaper.pid)
+        ):  # fmt: skip
+            late.victim_pid, late.victim_name = reaper.pid, late.victim_name or reaper.comm
+            late.reaped = reaper.reaped
+            late.add_evidence(line)
+            late.last_line = max(late.last_line, line.no)
+            return late if late is self._open.get(key) else None
         return None
 
     def _on_body(self, line: Line, s: str, cur: _Draft) -> _Draft | None:

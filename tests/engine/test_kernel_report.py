@@ -730,3 +730,19 @@ def test_table_header_rejects_other_brackets() -> None:
 )
 def test_report_shape(text: str, shaped: bool) -> None:
     assert kl.is_report_shaped(text) is shaped
+
+
+def test_a_reaper_line_names_the_victim_of_a_report_whose_kill_line_was_grepped_away():
+    # syslog grep'd for "oom" (public paste, mozilla/DeepSpeech#2055): headers, trace line, table header, reaper
+    texts = [
+        "Apr 25 06:31:56 host kernel: [594675.027262] python invoked oom-killer: gfp_mask=0x14200ca(GFP_HIGHUSER_MOVABLE), nodemask=(null), order=0, oom_score_adj=0",
+        "Apr 25 06:31:56 host kernel: [594675.027276]  oom_kill_process+0x220/0x440",
+        "Apr 25 06:31:57 host kernel: [594677.436088] oom_reaper: reaped process 29918 (python), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB",
+    ]  # fmt: skip
+    texts = [t.split("] ", 1)[1] for t in texts]  # the messages, as the prefix stripper leaves them
+    (r,) = assemble_kernel_reports(lines_from(texts))
+    assert (r.victim_pid, r.victim_name, r.reaped, r.last_line) == (29918, "python", True, 3)
+    # a reaper line of another pid than the kill's names no one new
+    texts.insert(2, "Out of memory: Killed process 4242 (python) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB")
+    (r,) = assemble_kernel_reports(lines_from(texts))
+    assert r.victim_pid == 4242
