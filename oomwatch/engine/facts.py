@@ -58,6 +58,10 @@ FACTS: dict[str, str] = {
     "victim.rank": "rank of the first victim, when a launcher named it",
     "victim.share_of_capacity": "first kernel victim's anon RSS / the cgroup limit (memcg) or MemTotal (global)",
     "launcher.ranks_failed": "distinct ranks a launcher reported as failed",
+    "launcher.children_stopped": (
+        "children a launcher stopped by pid because one of them had died (torchrun's closing signal, DeepSpeed's "
+        "Killing subprocess, mp.spawn's Terminating process); a rank's own Received SIGTERM names none"
+    ),
     "launcher.ranks_killed": "distinct ranks a launcher reported as killed by SIGKILL",
     "tasks.count": "processes in the kernel report's task table (with RSS > 0)",
     "tasks.top_name": "name of the process with the largest RSS in the task table",
@@ -293,7 +297,12 @@ def _launcher(events: Sequence[Event]) -> dict[str, Any]:
             failed.add(who)
             if ev.kind == "sigkill":
                 killed.add(who)
-    return {"launcher.ranks_failed": len(failed), "launcher.ranks_killed": len(killed)}
+    stopped = {p for ev in events if ev.kind == "job_stopping" for p in ev.fields.get("pid", "").split()}
+    return {
+        "launcher.ranks_failed": len(failed),
+        "launcher.ranks_killed": len(killed),
+        "launcher.children_stopped": len(stopped),
+    }
 
 
 def _memory_growth(events: Sequence[Event]) -> float | None:

@@ -743,6 +743,8 @@ def test_a_reaper_line_names_the_victim_of_a_report_whose_kill_line_was_grepped_
     (r,) = assemble_kernel_reports(lines_from(texts))
     assert (r.victim_pid, r.victim_name, r.reaped, r.last_line) == (29918, "python", True, 3)
     # a reaper line of another pid than the kill's names no one new
-    texts.insert(2, "Out of memory: Killed process 4242 (python) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB")
+    texts.insert(
+        2, "Out of memory: Killed process 4242 (python) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB"
+    )
     (r,) = assemble_kernel_reports(lines_from(texts))
     assert r.victim_pid == 4242
