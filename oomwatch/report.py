@@ -168,9 +168,7 @@ def _latest_others(d: Diagnosis) -> tuple[list[OomReport], str]:
 
 def _other_kill(r: OomReport) -> str:
     """One kill set aside, in a line: when, whom, where, under which limit."""
-    pid = r.victim_pid if r.victim_pid is not None else r.selected_pid
-    name = r.victim_name if r.victim_pid is not None else r.selected_name
-    parts = [_when(r.time), f"pid {pid}" + (f" ({name})" if name else "")]
+    parts = [_when(r.time), f"pid {r.dead_pid}" + (f" ({r.dead_name})" if r.dead_name else "")]
     if r.anon_rss_bytes is not None:
         parts.append(f"{human(r.anon_rss_bytes)} anonymous")
     cgroup = r.oom_memcg or r.task_memcg

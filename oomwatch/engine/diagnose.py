@@ -42,7 +42,7 @@ def diagnose(
     aside = [r for r in reports if id(r) not in mine]  # the kills listed apart, and their copies
     if aside:  # older kills of other programs: listed, never mixed into this failure
         reports = list(chosen.job)
-        events = [ev for ev in events if not (ev.line.kernel and inside(ev, aside))]
+        events = _job_events(events, aside)
     victims = build_victims(reports, events, known)
     if observed is not None:
         seen = {v.pid for v in victims if v.pid is not None}
@@ -126,14 +126,18 @@ def _agreeing(timeline: Timeline | None, victims: Sequence[Victim]) -> Timeline 
     return replace(timeline, first=tied, after=rest)
 
 
+def _job_events(events: Sequence[Event], aside: Sequence[OomReport]) -> list[Event]:
+    """The events without the kernel lines of the reports set aside."""
+    return [ev for ev in events if not (ev.line.kernel and inside(ev, aside))]
+
+
 def _only_the_jobs(scans: Sequence[ScanResult], others: Sequence[OomReport]) -> Sequence[ScanResult]:
     """The inputs without the kills set aside (and their lines): what the timeline may order."""
     if not others:
         return scans
     aside = {id(r) for r in others}
     return [
-        replace(s, reports=[r for r in s.reports if id(r) not in aside],
-                events=[ev for ev in s.events if not (ev.line.kernel and inside(ev, others))])
+        replace(s, reports=[r for r in s.reports if id(r) not in aside], events=_job_events(s.events, others))
         for s in scans
     ]  # fmt: skip
 

@@ -71,8 +71,8 @@ def other_kill_json(r: OomReport) -> dict[str, Any]:
     """A kill set aside: when, whom, where, under which limit, and the line that says so."""
     return {
         "time": r.time,
-        "pid": r.victim_pid if r.victim_pid is not None else r.selected_pid,
-        "name": r.victim_name if r.victim_pid is not None else r.selected_name,
+        "pid": r.dead_pid,
+        "name": r.dead_name,
         "constraint": r.constraint,
         "cgroup": r.oom_memcg or r.task_memcg,
         "limit_bytes": r.memcg_limit_bytes,

@@ -23,6 +23,7 @@ from oomwatch.engine.clock import Moment, common, moment, moment_in
 from oomwatch.engine.model import Event
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.selection import NAMING_KINDS
+from oomwatch.engine.victims import pids_in
 
 __all__ = ["Grouping", "Signature", "group_inputs", "signature"]
 
@@ -50,12 +51,6 @@ class Grouping:
     aside: tuple[tuple[int, str], ...] = field(default_factory=tuple)  # (index, why)
 
 
-def _pids(text: str | None) -> list[int]:
-    if not text:
-        return []
-    return [int(p) for p in text.replace(",", " ").split() if p.isascii() and p.isdigit() and len(p) <= 10]
-
-
 def _time(ev: Event) -> Moment | None:
     return moment(ev.line.time) or moment_in(ev.line.text)
 
@@ -67,7 +62,7 @@ def signature(scan: ScanResult) -> Signature:
     jobs: set[str] = set()
     times: list[Moment] = []
     for r in scan.reports:
-        pid = r.victim_pid if r.victim_pid is not None else r.selected_pid
+        pid = r.dead_pid
         if pid is not None:
             dead.add(pid)
         pids.update(t.pid for t in r.tasks)
@@ -80,7 +75,7 @@ def signature(scan: ScanResult) -> Signature:
         if t is not None:
             times.append(t)
     for ev in scan.events:
-        named = _pids(ev.fields.get("pid"))
+        named = pids_in(ev.fields.get("pid"))
         pids.update(named)
         if ev.kind in NAMING_KINDS and not ev.line.kernel:
             dead.update(named)

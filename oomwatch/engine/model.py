@@ -190,6 +190,16 @@ class OomReport:
     def killed(self) -> bool:
         return self.victim_pid is not None
 
+    @property
+    def dead_pid(self) -> int | None:
+        """The victim's pid; without a kill line (cut off, grep'd away) the selected process's."""
+        return self.victim_pid if self.victim_pid is not None else self.selected_pid
+
+    @property
+    def dead_name(self) -> str | None:
+        """The name that goes with :attr:`dead_pid`."""
+        return self.victim_name if self.victim_pid is not None else self.selected_name
+
 
 @dataclass(frozen=True)
 class Victim:

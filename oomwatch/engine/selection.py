@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from oomwatch.engine.clock import moment
 from oomwatch.engine.model import Event, OomReport
+from oomwatch.engine.victims import pids_in
 
 __all__ = ["Selection", "select_reports", "inside"]
 
@@ -39,22 +40,12 @@ class Selection:
     how: str = ""  # how the job's kill was found: "pid", "job", "time", "host", "latest"; "" when no choice
 
 
-def _pid(r: OomReport) -> int | None:
-    return r.victim_pid if r.victim_pid is not None else r.selected_pid
-
-
-def _pids(text: str | None) -> list[int]:
-    if not text:
-        return []
-    return [int(p) for p in text.replace(",", " ").split() if p.isascii() and p.isdigit() and len(p) <= 10]
-
-
 def named_pids(events: Iterable[Event]) -> set[int]:
     """Pids the job's own lines name as a process that died (never a kernel line's)."""
     found: set[int] = set()
     for ev in events:
         if ev.kind in NAMING_KINDS and not ev.line.kernel:
-            found.update(_pids(ev.fields.get("pid")))
+            found.update(pids_in(ev.fields.get("pid")))
     return found
 
 
@@ -65,12 +56,12 @@ def inside(ev: Event, reports: Iterable[OomReport]) -> bool:
 
 def select_reports(reports: Sequence[OomReport], events: Sequence[Event], known: Iterable[int] = ()) -> Selection:
     """``known``: pids of the job seen live (``oomwatch run``, the agent)."""
-    kills = [r for r in reports if _pid(r) is not None]
+    kills = [r for r in reports if r.dead_pid is not None]
     if len(kills) <= 1:
         return Selection(tuple(reports), ())
     pids = named_pids(events) | set(known)
     # a task killed with the victim (memory.oom.group) is that kill's too
-    anchors = [r for r in kills if _pid(r) in pids or any(t.pid in pids for t in r.group_killed)]
+    anchors = [r for r in kills if r.dead_pid in pids or any(t.pid in pids for t in r.group_killed)]
     how = "pid"
     if not anchors:
         jobs = {ev.fields["job"].split(".")[0].split("_")[0] for ev in events if ev.fields.get("job")}
@@ -90,7 +81,7 @@ def select_reports(reports: Sequence[OomReport], events: Sequence[Event], known:
             if r not in job and any(_same_failure(r, a) for a in job):
                 job.append(r)
                 grew = True
-    fragments = [r for r in reports if _pid(r) is None and any(_same_failure(r, a) for a in job)]
+    fragments = [r for r in reports if r.dead_pid is None and any(_same_failure(r, a) for a in job)]
     chosen = {id(r) for r in (*job, *fragments)}
     others: list[OomReport] = []
     for r in kills:
@@ -101,7 +92,7 @@ def select_reports(reports: Sequence[OomReport], events: Sequence[Event], known:
 
 def _same_kill(r: OomReport, a: OomReport) -> bool:
     """One kill read twice (dmesg and kern.log of one node given together)."""
-    return _pid(r) == _pid(a) and r.anon_rss_bytes == a.anon_rss_bytes and r.victim_name == a.victim_name
+    return r.dead_pid == a.dead_pid and r.anon_rss_bytes == a.anon_rss_bytes and r.victim_name == a.victim_name
 
 
 _JOB_DIR = re.compile(r"(?:^|/)job_(\d+)(?=/|$)")  # Slurm's cgroups: /slurm/uid_N/job_N/step_N, .../job_N/step_N

@@ -32,7 +32,7 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def _pids(text: str | None) -> list[int]:
+def pids_in(text: str | None) -> list[int]:
     """'123' or '123, 456' (DataLoader's `pid(s) 123, 456`)."""
     if not text:
         return []
@@ -60,7 +60,7 @@ def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int
             rank = _int(ev.fields.get("rank")) if "rank" in ev.fields else None
             if rank is None:
                 rank = _int(ev.fields.get("local_rank"))
-            pids = _pids(ev.fields.get("pid"))
+            pids = pids_in(ev.fields.get("pid"))
             row = _int(above.fields.get("rank")) if above is not None and "pid" not in above.fields else None
             if row is not None and above is not None and "rank" not in ev.fields and _next_row(above, ev):
                 global_ranks.update((pid, row) for pid in pids)
@@ -69,7 +69,7 @@ def linked_pids(events: Sequence[Event]) -> tuple[dict[int, int | None], set[int
                     ranks[pid] = rank
             above = ev
         elif ev.kind in WORKER_KINDS or ev.fields.get("worker") == "dataloader":
-            workers.update(_pids(ev.fields.get("pid")))
+            workers.update(pids_in(ev.fields.get("pid")))
     ranks.update(global_ranks)
     return ranks, workers
 
@@ -110,17 +110,17 @@ def build_victims(
     named: dict[int, list[Evidence]] = {}
     for ev in events:
         if ev.kind in KILLED_KINDS + RANK_KINDS:
-            for p in dict.fromkeys(_pids(ev.fields.get("pid"))):
+            for p in dict.fromkeys(pids_in(ev.fields.get("pid"))):
                 said = named.setdefault(p, [])
                 if len(said) < 3:
                     said.append(ev.evidence)
     for rep in reports:
         # no "Killed process" line (cut off, or grep'd away): the selected process is the best guess
-        pid = rep.victim_pid if rep.victim_pid is not None else rep.selected_pid
+        pid = rep.dead_pid
         if pid is None or ("kernel", pid) in seen:
             continue
         seen.add(("kernel", pid))
-        name = rep.victim_name if rep.victim_pid is not None else rep.selected_name
+        name = rep.dead_name
         extra = tuple(named.get(pid, ()))
         role, rank = table_roles(rep, known, ranks, workers, by_launcher, manager).get(pid, (None, None))
         if role is None:
@@ -144,7 +144,7 @@ def build_victims(
     for ev in events:
         if ev.kind not in KILLED_KINDS:
             continue
-        pids: list[int | None] = [*_pids(ev.fields.get("pid"))] or [_child_pid(ev, children)]
+        pids: list[int | None] = [*pids_in(ev.fields.get("pid"))] or [_child_pid(ev, children)]
         for pid in pids:
             if pid in kernel_pids:
                 continue
@@ -205,7 +205,7 @@ def _children(events: Sequence[Event]) -> Children:
     out: Children = {}
     for ev in events:
         child, launcher = ev.fields.get("child"), ev.fields.get("launcher")
-        pids = _pids(ev.fields.get("pid"))
+        pids = pids_in(ev.fields.get("pid"))
         if child in ("failed", "any") and launcher and len(pids) == 1:
             out.setdefault((ev.line.file, launcher), []).append((ev.line.no, child, pids[0]))
     return out
