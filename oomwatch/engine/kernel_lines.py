@@ -407,6 +407,29 @@ def parse_meminfo(text: str) -> tuple[str, int] | None:
     return None if value is None else (key, value)
 
 
+# --- the trigger's cpuset ------------------------------------------------------------------
+
+_CPUSET = re.compile(r"^\S.*? cpuset=(?P<cpuset>\S*) mems_allowed=")
+# a container's own cgroup, as the cpuset line names it: docker (`docker-<id>.scope`, `/docker/<id>`,
+# a bare 64-hex id), Kubernetes (`/kubepods/...`, `cri-containerd-<id>.scope`, `crio-<id>.scope`),
+# podman (`libpod-<id>.scope`), LXC (`/lxc/NAME`)
+_CONTAINER = re.compile(
+    r"(?:^|/)(?:(?:docker|cri-containerd|crio|libpod)-[0-9a-f]{12,64}\.scope|docker/[0-9a-f]{12,64}|[0-9a-f]{64})$"
+    r"|(?:^|/)kubepods(?:[./-]|$)|^/lxc(?:\.payload)?/"
+)
+
+
+def parse_cpuset(text: str) -> str | None:
+    """The cgroup of `NAME cpuset=X mems_allowed=N` (the second line of a report before 5.x)."""
+    m = _CPUSET.match(text)
+    return m.group("cpuset") if m is not None else None
+
+
+def is_container_cgroup(path: str | None) -> bool:
+    """True when a cgroup path is a container's (docker, Kubernetes, podman, LXC)."""
+    return bool(path) and _CONTAINER.search(path or "") is not None
+
+
 # --- task table --------------------------------------------------------------------------
 
 _TABLE_HEADER = re.compile(r"^\[\s*pid\s*\]\s+(?P<cols>.*\S)\s*$", re.IGNORECASE)
@@ -461,6 +484,44 @@ def parse_task_row(text: str, columns: tuple[str, ...], line_no: int) -> TaskRow
         line=line_no,
         text=text.strip(),
     )
+
+
+# A task-table row pasted without its header: `[   6762]  1000  6762   898879   127313 ...  0 firefox`.
+# Only the OOM killer's dump_tasks prints this shape: the pid in brackets, then uid, tgid (the pid
+# itself: it lists thread-group leaders) and the other columns, all numbers, the name last. The
+# prefilter finds such lines by TASK_ROW_PATTERN (no literal anchor is in them).
+TASK_ROW_PATTERN = rb"\[[ \t]*\d+\][ \t]+\d+[ \t]+\d+[ \t]+\d+[ \t]+\d+[ \t]+\d+[ \t]+-?\d+"
+# the header with its padding re-spaced by a paste (`tgid    total_vm`: the literal anchor has one space)
+TASK_HEADER_PATTERN = rb"\[[ \t]*pid[ \t]*\][ \t]+uid[ \t]+tgid[ \t]+total_vm"
+_BARE_ROW = re.compile(r"^\[\s*(?P<pid>\d+)\]\s+(?P<nums>(?:-?\d+\s+){7,10})(?P<name>\D\S*(?:\s\S+)*)?\s*$")
+# the columns by how many numbers follow the pid, as kernels print them: 7 (2.6.32 cpu/oom_adj,
+# 3.x nr_ptes/swapents, 4.19-5.x pgtables_bytes/swapents), 8 (4.x nr_ptes nr_pmds swapents),
+# 10 (6.x: rss_anon rss_file rss_shmem); columns whose meaning varies are left unnamed
+_BARE_COLUMNS = {
+    7: ("uid", "tgid", "total_vm", "rss", "-", "-", "oom_score_adj", "name"),
+    8: ("uid", "tgid", "total_vm", "rss", "nr_ptes", "nr_pmds", "swapents", "oom_score_adj", "name"),
+    10: (
+        "uid", "tgid", "total_vm", "rss", "rss_anon", "rss_file", "rss_shmem", "pgtables_bytes", "swapents",
+        "oom_score_adj", "name",
+    ),
+}  # fmt: skip
+
+
+def is_table_line(text: str) -> bool:
+    """A task table's header or a row of it, in a line that holds no kernel anchor."""
+    return text[:1] == "[" and (bare_row_columns(text) is not None or parse_table_header(text) is not None)
+
+
+def bare_row_columns(text: str) -> tuple[str, ...] | None:
+    """The columns of a task-table row seen without its header, guessed from how many numbers it has,
+    or None when it is not shaped like one (its tgid must be its pid)."""
+    m = _BARE_ROW.match(text)
+    if m is None:
+        return None
+    nums = m.group("nums").split()
+    if len(nums) not in _BARE_COLUMNS or nums[1] != m.group("pid"):
+        return None
+    return _BARE_COLUMNS[len(nums)]
 
 
 # --- pasted text ---------------------------------------------------------------------------

@@ -69,6 +69,7 @@ _RECENT = 8  # closed reports per (file, host) kept for late reaper/kill lines
 _REOPEN_WITHIN = 100  # a late kill line may still join a report closed this many lines ago
 MAX_REPORTS = 200  # reports kept per input: the first few and the latest (a flood of headers is no 100k kills)
 KEEP_FIRST = 20  # of those, the first reports of the input, always kept
+MIN_BARE_ROWS = 3  # task-table rows, with no header or kill line, that make a report of their own
 
 _Key = tuple[str, str | None]
 
@@ -91,6 +92,7 @@ class _Draft:
     trigger_pid: int | None = None
     gfp_mask: str | None = None
     order: int | None = None
+    trigger_cpuset: str | None = None
     constraint: str | None = None
     constraint_rank: int = 0  # 1 kill message, 2 cgroup v1 "Task in", 3 summary line
     selected_pid: int | None = None
@@ -124,6 +126,7 @@ class _Draft:
     has_selection: bool = False
     has_killed: bool = False
     columns: tuple[str, ...] | None = None
+    rows_only: bool = False  # begun on a task-table row with no header before it (its columns guessed)
     stats_seen: bool = False
     in_stats: bool = False
     grace_left: int | None = None  # same-host lines left once the kill was seen
@@ -138,6 +141,12 @@ class _Draft:
         ev = Evidence(line.file, line.no, line.text)
         if not self.evidence or self.evidence[-1] != ev:
             self.evidence.append(ev)
+
+    def is_report(self) -> bool:
+        """False for a few row-shaped lines that nothing else of a report came with."""
+        if not self.rows_only or len(self.tasks) >= MIN_BARE_ROWS:
+            return True
+        return self.has_header or self.has_summary or self.has_selection or self.has_killed
 
     def build(self) -> OomReport:
         row = next((t for t in self.tasks if t.pid == self.victim_pid), None)
@@ -240,7 +249,7 @@ class KernelReportAssembler:
         """Close every open report; all reports in order of their first line."""
         for key in list(self._open):
             self._close(key)
-        return [d.build() for d in sorted(self._all, key=lambda d: d.seq)]
+        return [d.build() for d in sorted(self._all, key=lambda d: d.seq) if d.is_report()]
 
     # --- report lifecycle ----------------------------------------------------------
 
@@ -368,6 +377,10 @@ class KernelReportAssembler:
                 cur.set_constraint("memcg", 1)
             elif "oom_kill_process" in s or s.startswith("Out of memory and no killable processes"):
                 cur = self._start(line, key)  # the OOM killer's call trace, its header cut off
+                cur.add_evidence(line)
+            elif s[:1] == "[" and (columns := kl.bare_row_columns(s)) is not None:
+                cur = self._start(line, key)  # rows of the task table alone: a report if enough follow
+                cur.columns, cur.rows_only = columns, True
                 cur.add_evidence(line)
             else:
                 return None
@@ -583,6 +596,11 @@ class KernelReportAssembler:
             if pid is not None:
                 cur.trigger_pid = pid
                 return cur
+        if cur.trigger_cpuset is None and " cpuset=" in s:
+            cpuset = kl.parse_cpuset(s)
+            if cpuset is not None:
+                cur.trigger_cpuset = cpuset
+                return cur
         if any(fn in s for fn in _MEMCG_TRACE):
             cur.set_constraint("memcg", 1)  # only a memory cgroup's OOM path calls these
             return cur
@@ -623,6 +641,6 @@ def assemble_kernel_reports(lines: Iterable[Line]) -> list[OomReport]:
     holds an anchor or while the assembler wants more."""
     assembler = KernelReportAssembler()
     for line in lines:
-        if assembler.wants_more() or has_anchor(line.text):
+        if assembler.wants_more() or has_anchor(line.text) or kl.is_table_line(kl.unquote(line.text.strip())):
             assembler.feed(line)
     return assembler.finish()

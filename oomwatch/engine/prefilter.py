@@ -43,11 +43,11 @@ class Prefilter(Protocol):
 class _HyperscanPrefilter:
     name = "hyperscan"
 
-    def __init__(self, anchors: Sequence[bytes]) -> None:
+    def __init__(self, anchors: Sequence[bytes], patterns: Sequence[bytes] = ()) -> None:
         hs = _optional("hyperscan")
         assert hs is not None
         self._db = hs.Database(mode=hs.HS_MODE_BLOCK)
-        exprs = [re.escape(a) for a in anchors]
+        exprs = [re.escape(a) for a in anchors] + list(patterns)
         self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs))
 
     def hits(self, data: bytes) -> list[int]:
@@ -62,10 +62,11 @@ class _HyperscanPrefilter:
 
 
 class _RegexPrefilter:
-    def __init__(self, anchors: Sequence[bytes], module: object, name: str) -> None:
+    def __init__(self, anchors: Sequence[bytes], module: object, name: str, patterns: Sequence[bytes] = ()) -> None:
         self.name = name
         # longest first, so an alternation never stops at a shorter anchor's prefix
-        pattern = b"|".join(re.escape(a) for a in sorted(set(anchors), key=len, reverse=True))
+        literal = [re.escape(a) for a in sorted(set(anchors), key=len, reverse=True)]
+        pattern = b"|".join(literal + [b"(?:" + p + b")" for p in patterns])
         self._re = module.compile(pattern)  # type: ignore[attr-defined]
 
     def hits(self, data: bytes) -> list[int]:
@@ -82,16 +83,17 @@ def available_backends() -> list[str]:
     return names
 
 
-def make_prefilter(anchors: Sequence[bytes], backend: str | None = None) -> Prefilter:
-    """The fastest available backend, or the one named."""
+def make_prefilter(anchors: Sequence[bytes], backend: str | None = None, patterns: Sequence[bytes] = ()) -> Prefilter:
+    """The fastest available backend, or the one named. `patterns` are a few regular expressions
+    (in the syntax all three backends share: classes, `\\d`, `+`) for lines no literal can find."""
     if not anchors:
         raise ValueError("a prefilter needs at least one anchor")
     backend = backend or available_backends()[0]
     if backend == "hyperscan" and _optional("hyperscan") is not None:
-        return _HyperscanPrefilter(anchors)
+        return _HyperscanPrefilter(anchors, patterns)
     re2 = _optional("re2") if backend == "re2" else None
     if re2 is not None:
-        return _RegexPrefilter(anchors, re2, "re2")
+        return _RegexPrefilter(anchors, re2, "re2", patterns)
     if backend == "re":
-        return _RegexPrefilter(anchors, re, "re")
+        return _RegexPrefilter(anchors, re, "re", patterns)
     raise ValueError(f"prefilter backend {backend!r} is not available here")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from oomwatch.engine.fields import match_fields
+from oomwatch.engine.kernel_lines import TASK_HEADER_PATTERN, TASK_ROW_PATTERN, is_table_line, unquote
 from oomwatch.engine.kernel_report import KEEP_FIRST, KERNEL_ANCHORS, KernelReportAssembler
 from oomwatch.engine.loader import Fingerprint, RuleSet
 from oomwatch.engine.model import Event, InputInfo, Line, OomReport
@@ -61,7 +62,7 @@ class Scanner:
         self._order = {fp.id: i for i, fp in enumerate(rules.fingerprints)}
         self._marks = frozenset(rules.kill_marks)
         all_anchors = [a.encode() for a in anchors] + [a.encode() for a in KERNEL_ANCHORS]
-        self.prefilter = make_prefilter(all_anchors, backend)
+        self.prefilter = make_prefilter(all_anchors, backend, (TASK_ROW_PATTERN, TASK_HEADER_PATTERN))
 
     def scan(
         self,
@@ -223,6 +224,11 @@ class Scanner:
         return tuple(best.values()), tuple(gave_up)
 
 
+def _bare_row(text: str) -> bool:
+    """A kernel task table's row or re-spaced header: no anchor is in it."""
+    return is_table_line(unquote(text.strip()))
+
+
 def _window_lines(file: str, data: bytes, last_no: int, from_start: bool) -> tuple[Line, ...]:
     """The whole lines of ``data`` (the end of what was read), the last numbered ``last_no``; a line
     cut at the start is dropped (unless ``data`` starts at the input's start). A tqdm bar's redraws
@@ -276,7 +282,7 @@ class _State:
         found = self.decoded.get(raw)
         if found is None:
             found = tuple(
-                (pre, any(a in pre.text for a in KERNEL_ANCHORS))
+                (pre, any(a in pre.text for a in KERNEL_ANCHORS) or _bare_row(pre.text))
                 for pre in map(strip_prefix, split_cr(clean_text(raw)))
             )
             if len(raw) <= MAX_CACHED_LINE:

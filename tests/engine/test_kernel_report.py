@@ -340,6 +340,53 @@ def test_task_table_68_rss_split_and_odd_names() -> None:
     )
 
 
+# Rows of the task table pasted without its header (the lines above were not copied). Shapes of
+# kernels 4.19-5.x (7 numbers after the pid), 4.x (8) and 6.x (10), one row with tabs in its padding.
+BARE_ROWS = {
+    "5.x": [
+        "[ 1433.437417] [   6560]  1000  6560 \t2736  \t649\t57344    \t0         \t0 zsh",
+        "[ 1433.437419] [   6762]  1000  6762   898879   127313  2678784    \t0         \t0 firefox",
+        "[ 1433.437425] [   7251]  1000  7251   525959\t28506   905216    \t0         \t0 okular",
+    ],
+    "4.x": [
+        "[  812.1] [  401]     0   401    10980      610      24       3        0             0 systemd-journal",
+        "[  812.2] [ 9120]  1000  9120  6291456  4030100    8100      27        0             0 python3",
+        "[  812.3] [ 9133]  1000  9133  6291456  3900022    8000      27        0             0 pt_data_worker",
+    ],
+    "6.x": [
+        "[  5.1] [   7001]  1000  7001  3000000  2000000  1990000    10000        0 16000000        0  0 python3",
+        "[  5.2] [   7002]  1000  7002  3000000   500000   499000     1000        0  4000000        0  0 python3",
+        "[  5.3] [   7003]     0  7003    10000      100       50       50        0    65536        0  -999 sshd",
+    ],
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(BARE_ROWS))
+def test_task_rows_alone_are_a_report(kernel: str) -> None:
+    lines = [make_line("rows.log", i, raw) for i, raw in enumerate(BARE_ROWS[kernel], 1)]
+    (r,) = assemble_kernel_reports(lines)
+    assert [t.pid for t in r.tasks] == [int(raw.split("[")[2].split("]")[0]) for raw in BARE_ROWS[kernel]]
+    assert r.victim_pid is None and r.constraint is None  # nothing says which died, nor which limit
+    big = max(r.tasks, key=lambda t: t.rss_bytes or 0)
+    assert big.rss_bytes is not None and big.rss_bytes > 100_000 * PAGE
+    if kernel == "6.x":
+        assert big.anon_rss_bytes == 1990000 * PAGE
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        BARE_ROWS["5.x"][:2],  # two rows: too little to be sure
+        # the pid in brackets and numbers after it, but the second number is not the pid (not a tgid)
+        ["[ 12] 3 4 5 6 7 8 9 step", "[ 13] 3 4 5 6 7 8 9 step", "[ 14] 3 4 5 6 7 8 9 step"],
+        # a metrics table: too few columns
+        ["[ 1] 1 1 2 3 loss", "[ 2] 2 2 2 3 loss", "[ 3] 3 3 2 3 loss"],
+    ],
+)
+def test_row_shaped_lines_that_are_not_a_task_table(rows: list[str]) -> None:
+    assert assemble_kernel_reports([make_line("x.log", i, raw) for i, raw in enumerate(rows, 1)]) == []
+
+
 # --- several reports, hosts, files ---------------------------------------------------------
 
 

@@ -47,6 +47,20 @@ def test_backends_agree(backend: str) -> None:
     assert other.reports == base.reports
 
 
+@pytest.mark.parametrize("backend", available_backends())
+def test_task_rows_without_an_anchor_are_found(backend: str) -> None:
+    """No literal anchor is in a task-table row: the prefilter's pattern finds it, on every backend."""
+    rows = [
+        b"[ 1433.437419] [   6762]  1000  6762   898879   127313  2678784    \t0         \t0 firefox",
+        b"[ 1433.437425] [   7251]  1000  7251   525959\t28506   905216    \t0         \t0 okular",
+        b"[ 1433.437426] [   7332]  1000  7332   163601\t17699  1916928    \t0         \t0 slack",
+    ]
+    data = b"\n".join([b"step 1 loss 0.5"] * 300 + rows + [b"step 2 loss 0.4"] * 300) + b"\n"
+    (report,) = _scan(data, chunk=4096, backend=backend).reports
+    assert [t.name for t in report.tasks] == ["firefox", "okular", "slack"]
+    assert report.first_line == 301
+
+
 def test_crlf_nul_ansi_and_carriage_return_runs() -> None:
     data = (
         b"epoch 1\r\n"
