@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from oomwatch.engine.cuda_summary import summary_facts
+from oomwatch.engine.kernel_lines import is_container_cgroup
 from oomwatch.engine.memcg_counters import counter_facts
 from oomwatch.engine.model import Event, Observed, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES
@@ -26,6 +27,9 @@ FACTS: dict[str, str] = {
     "kernel.kills": "kernel reports that name a killed process",
     "kernel.global_kills": "kills by the global OOM killer (constraint none/cpuset/mempolicy)",
     "kernel.unknown_kills": "kills whose report does not say global or memory cgroup (a lone kill line)",
+    "kernel.container_unknown": (
+        "reports that say neither global nor memory cgroup, of a task whose cpuset is a container's cgroup"
+    ),
     "kernel.memcg_kills": "kills because a memory cgroup hit its limit (CONSTRAINT_MEMCG)",
     "kernel.memcg_reports": "reports (killed or not) that name a memory cgroup limit",
     "kernel.unknown_reports": "reports without a kill that say neither global nor memory cgroup (a lone trigger line)",
@@ -214,6 +218,13 @@ def compute_facts(
     facts["kernel.memcg_reports"] = sum(1 for r in reports if r.constraint == "memcg")
     facts["kernel.unknown_reports"] = sum(
         1 for r in reports if not r.killed and r.constraint not in ("memcg", "global", "cpuset", "mempolicy")
+    )
+    facts["kernel.container_unknown"] = sum(
+        1
+        for r in reports
+        if r.constraint not in ("memcg", "global", "cpuset", "mempolicy")
+        and r.mem_total_bytes is None  # the host's Mem-Info is printed only for a global OOM
+        and is_container_cgroup(r.trigger_cpuset)
     )
     facts["kernel.manual_kills"] = sum(1 for r in kills if r.manual)
     facts["kernel.group_kills"] = sum(len(r.group_killed) for r in reports)

@@ -158,6 +158,7 @@ class OomReport:
     trigger_pid: int | None = None
     gfp_mask: str | None = None
     order: int | None = None
+    trigger_cpuset: str | None = None  # `NAME cpuset=X mems_allowed=...`: the trigger's cpuset cgroup
     constraint: str | None = None
     selected_pid: int | None = None  # "Kill process N ... or sacrifice child"
     selected_name: str | None = None

@@ -56,6 +56,7 @@ def template_values(victims: Sequence[Victim], reports: Sequence[OomReport]) -> 
         "count": str(len(victims)),
         "cgroup": cgroup or "(not named in the log)",
         "limit": limit,
+        "cpuset": next((r.trigger_cpuset for r in reports if r.trigger_cpuset), None) or "(not named in the log)",
     }
 
 

@@ -184,17 +184,21 @@ def build_victims(
             )
     order = {id(v): i for i, v in enumerate(victims)}
 
-    def importance(v: Victim) -> tuple[bool, bool, bool, int]:
+    def importance(v: Victim) -> tuple[bool, bool, bool, bool, int]:
         # training processes first; a kill that freed no anonymous memory (a sacrificed child)
-        # rarely mattered; among kernel kills the latest is the one the log ends with, among
-        # launcher reports the first failure is the root cause
-        latest_first = -order[id(v)] if v.source == "kernel" else order[id(v)]
-        return (v.source != "kernel", v.role not in TRAINING_ROLES, v.anon_rss_bytes == 0, latest_first)
+        # rarely mattered; among kills of an OOM killer (the kernel's, a userspace one: it goes on
+        # killing until memory is back) the latest is the one the log ends with, among launcher
+        # reports the first failure is the root cause
+        # (a killer's line naming only the cgroup it emptied comes after the kill that names the pid)
+        latest_first = -order[id(v)] if v.source in _KILLERS else order[id(v)]
+        unnamed = v.pid is None and v.source in _KILLERS
+        return (v.source != "kernel", v.role not in TRAINING_ROLES, v.anon_rss_bytes == 0, unnamed, latest_first)
 
     victims.sort(key=importance)
     return _lone_rank(victims, events)
 
 
+_KILLERS = ("kernel", "userspace-oom-killer")
 CHILD_NEAR = 3  # lines: a launcher's row naming the failed child's pid, then its kill row
 Children = dict[tuple[str, str], list[tuple[int, str, int]]]
 

@@ -107,3 +107,39 @@ def test_a_rank_reported_on_several_launcher_lines_counts_once() -> None:
     other = ELASTIC.replace("local_rank: 3 (pid: 4242)", "local_rank: 2 (pid: 4244)")
     d = _diag(("torchrun.log", f"{ELASTIC}\n{other}\n"))
     assert (d.facts["launcher.ranks_failed"], d.facts["launcher.ranks_killed"]) == (2, 2)
+
+
+# A 3.10-era report cut after its first lines: the trigger's cpuset names where it ran.
+HEADER_310 = "[ 9.1] thrash invoked oom-killer: gfp_mask=0xd0, order=0, oom_score_adj=0\n"
+
+
+def test_report_of_a_task_in_a_container_is_probably_its_limit() -> None:
+    for cpuset in (
+        "91091d5382d54a44e697e224ebccba7f587c43184bfb51b123cf8c16920598d9",
+        "docker-08028fe1cf868eab49a1d1255bb05a2286a305562af7e4402248e3008b638c80.scope",
+        "/kubepods/burstable/pod77f06c5c-4593-43e9-b970-987f6ecb825b/0123456789ab",
+    ):
+        d = _diag(("messages", f"{HEADER_310}[ 9.1] thrash cpuset={cpuset} mems_allowed=0-1\n"))
+        assert (d.verdict, d.confirmed) == ("cgroup_oom", False), cpuset
+        assert cpuset in d.summary
+
+
+def test_report_of_a_task_outside_containers_or_with_the_hosts_meminfo_stays_host() -> None:
+    d = _diag(("messages", f"{HEADER_310}[ 9.1] thrash cpuset=/ mems_allowed=0\n"))
+    assert d.verdict == "host_oom"
+    # only a global OOM prints the host's Mem-Info: a container's process hit the host's limit
+    docker = "docker-08028fe1cf868eab49a1d1255bb05a2286a305562af7e4402248e3008b638c80.scope"
+    d = _diag(("messages", f"{HEADER_310}[ 9.1] thrash cpuset={docker} mems_allowed=0\n[ 9.2] 4194304 pages RAM\n"))
+    assert d.verdict == "host_oom"
+
+
+def test_of_a_userspace_killers_several_kills_the_latest_named_pid_is_the_victim() -> None:
+    log = (
+        "Jan 09 14:32:25 H systemd-oomd[70]: oomd attempting to kill 113 with KILL\n"
+        "Jan 09 14:32:25 H systemd-oomd[70]: oomd attempting to kill 118 with KILL\n"
+        "Jan 09 14:32:25 H systemd-oomd[70]: oomd attempting to kill 108 with KILL\n"
+        "Jan 09 14:32:26 H systemd[1]: x.service: systemd-oomd killed 1 process(es) in this unit.\n"
+    )
+    d = _diag(("journal", log))
+    assert d.verdict == "userspace_oom_kill"
+    assert d.victims[0].pid == 108
