@@ -32,7 +32,31 @@ FORMATS = ("json", "markdown", "text")
 PROGRESS_MIN_BYTES = 50 << 20
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# The commands of the agent's side, imported only when one of them runs (or `--help` lists them):
+# `oomwatch diagnose` carries nothing of the agent.
+LAZY_COMMANDS = {
+    "agent": ("oomwatch.cli_agent", "agent_cmd"),
+    "top": ("oomwatch.cli_agent", "top_cmd"),
+    "run": ("oomwatch.cli_agent", "run_cmd"),
+    "history": ("oomwatch.cli_history", "history_cmd"),
+    "incidents": ("oomwatch.cli_agent", "incidents_group"),
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            import importlib
+
+            module, attr = LAZY_COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="oomwatch")
 def main() -> None:
     """Why did my training job die of memory, and what do I change?
@@ -45,8 +69,9 @@ def main() -> None:
 
 def _load(rules_dirs: tuple[Path, ...]) -> RuleSet:
     from oomwatch.engine.api import Engine
+    from oomwatch.rulecache import load_rules_cached
 
-    return Engine.load(rules_dirs).rules
+    return Engine.load(rules_dirs, loader=load_rules_cached).rules
 
 
 @contextmanager
@@ -141,9 +166,10 @@ def diagnose_cmd(
     from oomwatch.engine.api import Engine
     from oomwatch.layout import output_width
     from oomwatch.report import render, render_each
+    from oomwatch.rulecache import load_rules_cached
 
     try:
-        engine = Engine.load(rules_dirs, backend=backend)
+        engine = Engine.load(rules_dirs, backend=backend, loader=load_rules_cached)
         scans: list[ScanResult] = []
         if sum(1 for p in logs if p == "-") > 1:
             raise OomwatchError("`-` (standard input) can be given only once")
@@ -280,14 +306,3 @@ def rules_list(rules_dirs: tuple[Path, ...]) -> None:
     for cr in rules.causes:
         kind = "fallback" if cr.fallback else "rule"
         click.echo(f"{cr.id}\tcause\tverdicts:{','.join(cr.verdicts) or 'any'}\t{kind}")
-
-
-def _add_live_commands() -> None:
-    from oomwatch.cli_agent import agent_cmd, incidents_group, run_cmd, top_cmd
-    from oomwatch.cli_history import history_cmd
-
-    for command in (agent_cmd, top_cmd, run_cmd, history_cmd, incidents_group):
-        main.add_command(command)
-
-
-_add_live_commands()

@@ -8,10 +8,6 @@ line where they were passed, and a file too big an `OversizedFile`.
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -20,34 +16,12 @@ from yaml.constructor import ConstructorError
 from yaml.events import AliasEvent
 from yaml.nodes import Node
 
+from oomwatch.readlimit import OversizedFile, read_text_limited
+
+__all__ = ["MAX_ALIASED_NODES", "MAX_DEPTH", "BoundedSafeLoader", "OversizedFile", "load_bounded", "read_text_limited"]
+
 MAX_DEPTH = 64  # nested collections; the shipped files nest 6 deep
 MAX_ALIASED_NODES = 10_000  # nodes reached through aliases, all aliases together
-
-
-class OversizedFile(ValueError):
-    """A file larger than the caller allows."""
-
-
-def read_text_limited(path: Path, limit: int) -> str:
-    """The file's text (UTF-8, strict), read no further than ``limit`` bytes.
-
-    OSError when it cannot be read (a directory, a FIFO or device, no permission), UnicodeDecodeError for bytes that are
-    not UTF-8, OversizedFile when it holds more than ``limit`` bytes."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO would block the open itself
-    with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "it is a directory", str(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise OversizedFile(f"larger than {_size(limit)}")
-    return data.decode("utf-8")
-
-
-def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
 
 
 class BoundedSafeLoader(yaml.SafeLoader):

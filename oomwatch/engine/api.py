@@ -27,9 +27,15 @@ class Engine:
         self.scanner = Scanner(rules, backend=backend)
 
     @classmethod
-    def load(cls, rules_dirs: Iterable[Path] = (), backend: str | None = None) -> Engine:
-        """The built-in rules plus ``rules_dirs``; :class:`RulesError` if any does not load."""
-        rules = load_rules(rules_dirs)
+    def load(
+        cls,
+        rules_dirs: Iterable[Path] = (),
+        backend: str | None = None,
+        loader: Callable[[Iterable[Path]], RuleSet] = load_rules,
+    ) -> Engine:
+        """The built-in rules plus ``rules_dirs``; :class:`RulesError` if any does not load.
+        ``loader`` builds the RuleSet (the command line's keeps a cache of it: oomwatch.rulecache)."""
+        rules = loader(rules_dirs)
         if rules.errors:
             first = rules.errors[0]
             more = f" (and {len(rules.errors) - 1} more; run `oomwatch rules lint`)" if len(rules.errors) > 1 else ""

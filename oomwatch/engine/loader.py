@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import regex
-import yaml
 
 from oomwatch.engine.activity_rules import Activity, StreamRule, parse_activity, parse_stream
 from oomwatch.engine.cause_rules import CauseRule, parse_cause
 from oomwatch.engine.code_rules import CodeRule, parse_code_rule
 from oomwatch.engine.conditions import Condition, parse_condition
 from oomwatch.engine.redos import backtracking_problems
-from oomwatch.yamlsafe import BoundedSafeLoader, OversizedFile, load_bounded, read_text_limited
+from oomwatch.readlimit import OversizedFile, read_text_limited
 
 T = TypeVar("T")
 MAX_RULES_FILE_BYTES = 4 << 20  # the largest shipped file is 40 kB; beyond this, parsing alone takes many seconds
@@ -117,29 +116,6 @@ class RuleSet:
     positions: dict[int, _Positions] = field(default_factory=dict, repr=False, compare=False)
 
 
-class _LineLoader(BoundedSafeLoader):
-    """SafeLoader (bounded in depth and alias expansion) that records each mapping's line as the key `__line__`."""
-
-
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: no rule key is a list or a mapping
-            raise yaml.constructor.ConstructorError(
-                None, None, "a key must be a plain word, not a list or mapping", key_node.start_mark
-            )
-        key = key_node.value
-        if key in seen:  # YAML would silently keep the last one
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    mapping = loader.construct_mapping(node, deep=True)
-    mapping["__line__"] = node.start_mark.line + 1
-    return mapping
-
-
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def builtin_rules_dir() -> Path:
     """The rules shipped with oomwatch: inside the installed package, or the repo's rules/."""
     here = Path(__file__).resolve().parent.parent
@@ -208,10 +184,12 @@ def _load_failures(path: Path, raw: Any, rules: RuleSet) -> None:
 
 
 def _read_yaml(path: Path, rules: RuleSet) -> Any:
+    from oomwatch.engine.rules_yaml import YAMLError, parse_rules_yaml
+
     rules.files.append(str(path))
     try:
         text = read_text_limited(path, MAX_RULES_FILE_BYTES)
-        return load_bounded(text, _LineLoader)
+        return parse_rules_yaml(text, trusted=path.resolve().is_relative_to(builtin_rules_dir()))
     except OSError as exc:
         rules.errors.append(RuleError(str(path), 0, f"cannot read: {exc.strerror or exc}"))
     except UnicodeDecodeError as exc:
@@ -220,7 +198,7 @@ def _read_yaml(path: Path, rules: RuleSet) -> Any:
         rules.errors.append(RuleError(str(path), 0, f"cannot read: {exc}"))
     except RecursionError:  # the loader bounds nesting: the last line of defence
         rules.errors.append(RuleError(str(path), 0, "invalid YAML: nested too deep"))
-    except yaml.YAMLError as exc:
+    except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 0
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
