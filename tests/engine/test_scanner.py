@@ -96,3 +96,18 @@ def test_cut_off_kernel_report_does_not_swallow_the_rest() -> None:
     result = _scan(head + body + WORKER + b"\n")
     assert len(result.reports) == 1 and result.reports[0].victim_pid is None
     assert [e.line.no for e in result.events] == [5002]
+
+
+@pytest.mark.parametrize("backend", available_backends())
+def test_only_the_anchors_found_are_tried_yet_decoding_loses_none(backend: str) -> None:
+    """The scanner tries on a line only the rules of the anchors the prefilter found in its bytes; an
+    anchor that only decoding makes whole (an escape inside it) is still tried, as with stdlib re."""
+    lines = [b"step %d loss 0.5" % i for i in range(300)]
+    lines[100] = b"[ 1234.567890] Out of memory: Kil\x1b[0mled process 4242 (python) total-vm:100kB, anon-rss:2048kB"
+    lines[200] = WORKER.replace(b"is killed", b"is \x1b[31mki\x1b[0mlled")
+    lines[250] = b"Process exited: pid=31337 returncode=-9 lr=1e-9 RSS: 2048 MB"
+    data = b"\n".join(lines) + b"\n"
+    base, other = _scan(data, backend="re"), _scan(data, backend=backend)
+    assert [(e.rule, e.line.no, e.fields) for e in other.events] == [(e.rule, e.line.no, e.fields) for e in base.events]
+    assert other.reports == base.reports
+    assert {e.line.no for e in other.events} >= {201, 251}
