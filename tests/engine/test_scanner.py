@@ -111,3 +111,21 @@ def test_only_the_anchors_found_are_tried_yet_decoding_loses_none(backend: str) 
     assert [(e.rule, e.line.no, e.fields) for e in other.events] == [(e.rule, e.line.no, e.fields) for e in base.events]
     assert other.reports == base.reports
     assert {e.line.no for e in other.events} >= {201, 251}
+
+
+BENIGN_LOOKALIKES = [
+    b"{'loss': 0.4123, 'grad_norm': 1.234, 'learning_rate': 1.000e-09, 'epoch': 0.12}",
+    b"scheduler: warmup done, lr=1e-9 -> 3.2e-05 at step 400",
+    b"[2024-05-01 10:00:01,000] [INFO] [trainer.py:12] step=12 tokens/s=12345 mem_alloc=12.3GB",
+    b"[ 9123.456795] CPU: 7 PID: 31337 Comm: kworker/7:1 Not tainted 5.15.0-91-generic #101-Ubuntu",
+    b"[   12.000000] usb 1-9: new high-speed USB device number 9 using xhci_hcd",
+    b"[   13.000000] mlx5_core 0000:3b:00.1: mlx5_fw_tracer_handle_traces:740:(pid 912): FW trace -91",
+    b"Epoch 3:  98%|#########| 980/1000 [00:98<00:01, 4.12it/s, loss=0.4123, v_num=0]",
+]
+
+
+@pytest.mark.parametrize("line", BENIGN_LOOKALIKES)
+def test_common_lines_are_no_candidates(line: bytes) -> None:
+    """Anchors are selective: the lines a training or kernel log is made of (a learning rate of 1e-9,
+    `mem_alloc=`, a kernel version `5.15.0-91`) hold none, so the scanner never decodes them."""
+    assert Scanner(RULES).prefilter.hits(line) == []
