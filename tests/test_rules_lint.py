@@ -34,6 +34,13 @@ BROKEN = textwrap.dedent(
         examples: {match: ["fizz"], no_match: ["fizz ANCHOR"]}
       - id: OW-F-9004
         name: missing_keys
+      - id: OW-F-9005
+        name: short_anchor
+        description: a two-byte anchor is in most lines
+        event: crash
+        anchors: ["-9"]
+        pattern: 'code -9'
+        examples: {match: ["exit code -9"]}
     """
 )
 BAD_VERDICT = textwrap.dedent(
@@ -71,6 +78,7 @@ def test_lint_reports_every_error_with_file_and_line(tmp_path: Path) -> None:
     assert "broken.yaml:16: OW-F-9003 example_without_anchor: match example contains none of the anchors" in err
     assert "no_match example matches" in err
     assert "broken.yaml:23: missing required key 'description'" in err
+    assert "broken.yaml:25: OW-F-9005 short_anchor: anchor '-9' is shorter than 4 bytes" in err
     assert "verdicts.yaml:2: OW-V-9001: unknown fact 'no.such.fact'" in err
     assert "Traceback" not in err
 

@@ -1,8 +1,9 @@
 """Check a rule set completely and report every problem with file:line.
 
 Beyond what loading checks: every example behaves as it says, every match example
-contains an anchor (otherwise the prefilter would hide the line), and verdict rules
-only name known facts.
+contains an anchor (otherwise the prefilter would hide the line), no anchor is shorter than
+MIN_ANCHOR bytes (a short one is in most lines: each such line is decoded and its rules tried),
+and verdict rules only name known facts.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from oomwatch.engine.prefix import strip_prefix
 from oomwatch.engine.text import clean_text
 
 EXAMPLE_TIMEOUT = 1.0
+MIN_ANCHOR = 4  # bytes (UTF-8) of an anchor at least: `-9` is in every `lr=1e-9` and kernel version
 
 
 def as_scanned(text: str) -> str:
@@ -27,7 +29,11 @@ def check_examples(fp: Fingerprint) -> list[str]:
     """Problems with one fingerprint's examples, as messages (empty when all is well).
 
     Examples are checked the way the scanner sees lines: with the log prefix stripped."""
-    problems = []
+    problems = [
+        f"anchor {a!r} is shorter than {MIN_ANCHOR} bytes: it would make most lines candidates"
+        for a in fp.anchors
+        if len(a.encode()) < MIN_ANCHOR
+    ]
     for ex in fp.match:
         text = as_scanned(ex.text)
         if not any(a in text for a in fp.anchors):

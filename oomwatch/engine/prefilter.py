@@ -6,8 +6,10 @@ where anchors occur in a whole chunk, and only those lines are decoded and parse
 
 Backends, fastest first (measured on a 64 MiB slice of a synthetic training log on this
 machine kind, 28 anchors: Hyperscan 0.44 s/GB, google-re2 alternation 2.1 s/GB, stdlib
-`re` alternation 24 s/GB, against `grep -F -f` 2.0 s/GB). All give the same offsets; a
-test compares them.
+`re` alternation 24 s/GB, against `grep -F -f` 2.0 s/GB). All find the same lines (a test
+compares them). The scanner tries on a line only the rules of the anchors found in it:
+Hyperscan names the anchor of every hit, RE2's Set names those of one line in one pass,
+and with stdlib `re` the scanner tries every anchor (the agent's few lines).
 """
 
 from __future__ import annotations
@@ -32,16 +34,30 @@ def _optional(name: str) -> ModuleType | None:
     return _loaded[name]
 
 
+ID_BITS = 16  # a hit is (offset << ID_BITS) | id: one int, sorted by offset
+ID_MASK = (1 << ID_BITS) - 1
+
+
 class Prefilter(Protocol):
     name: str
+    # hits() names every anchor of every line it reports (Hyperscan); otherwise ids() says
+    exact: bool
 
     def hits(self, data: bytes) -> list[int]:
-        """Sorted offsets (any byte inside the match) where an anchor occurs in `data`."""
+        """Sorted hits in `data`, each ``(offset << ID_BITS) | id``: the offset of any byte inside
+        the match, the id of the anchor (its index in the anchors, then the patterns) where
+        ``exact``, else of some anchor or pattern."""
+        ...
+
+    def ids(self, line: bytes) -> frozenset[int]:
+        """The ids of every anchor and pattern that occurs in one line (none where ``exact``
+        backends are used: their hits say it)."""
         ...
 
 
 class _HyperscanPrefilter:
     name = "hyperscan"
+    exact = True
 
     def __init__(self, anchors: Sequence[bytes], patterns: Sequence[bytes] = ()) -> None:
         hs = _optional("hyperscan")
@@ -49,28 +65,48 @@ class _HyperscanPrefilter:
         self._db = hs.Database(mode=hs.HS_MODE_BLOCK)
         exprs = [re.escape(a) for a in anchors] + list(patterns)
         self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs))
+        self._all = frozenset(range(len(exprs)))
 
     def hits(self, data: bytes) -> list[int]:
         found: list[int] = []
+        add = found.append
 
-        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            found.append(end - 1)
+        def on_match(id_: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            add(((end - 1) << ID_BITS) | id_)
 
         self._db.scan(data, match_event_handler=on_match)
         found.sort()
         return found
 
+    def ids(self, line: bytes) -> frozenset[int]:
+        return self._all
+
 
 class _RegexPrefilter:
+    exact = False
+
     def __init__(self, anchors: Sequence[bytes], module: object, name: str, patterns: Sequence[bytes] = ()) -> None:
         self.name = name
         # longest first, so an alternation never stops at a shorter anchor's prefix
         literal = [re.escape(a) for a in sorted(set(anchors), key=len, reverse=True)]
         pattern = b"|".join(literal + [b"(?:" + p + b")" for p in patterns])
         self._re = module.compile(pattern)  # type: ignore[attr-defined]
+        self._all = frozenset(range(len(anchors) + len(patterns)))
+        self._set = None
+        if name == "re2":  # RE2::Set names every expression that occurs in a line, in one pass
+            exprs = [re.escape(a) for a in anchors] + list(patterns)
+            self._set = module.Set.SearchSet()  # type: ignore[attr-defined]
+            for expr in exprs:
+                self._set.Add(expr)
+            self._set.Compile()
 
     def hits(self, data: bytes) -> list[int]:
-        return [m.start() for m in self._re.finditer(data)]
+        return [m.start() << ID_BITS for m in self._re.finditer(data)]
+
+    def ids(self, line: bytes) -> frozenset[int]:
+        if self._set is None:
+            return self._all  # stdlib re: the caller tries every anchor on the line
+        return frozenset(self._set.Match(line) or ())
 
 
 def available_backends() -> list[str]:
@@ -88,6 +124,8 @@ def make_prefilter(anchors: Sequence[bytes], backend: str | None = None, pattern
     (in the syntax all three backends share: classes, `\\d`, `+`) for lines no literal can find."""
     if not anchors:
         raise ValueError("a prefilter needs at least one anchor")
+    if len(anchors) + len(patterns) > ID_MASK:
+        raise ValueError(f"a prefilter takes at most {ID_MASK} anchors and patterns")
     backend = backend or available_backends()[0]
     if backend == "hyperscan" and _optional("hyperscan") is not None:
         return _HyperscanPrefilter(anchors, patterns)

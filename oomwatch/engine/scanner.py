@@ -10,8 +10,9 @@ the report is over (task tables and Mem-Info lines carry no anchors).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from oomwatch.engine.fields import match_fields
@@ -19,7 +20,7 @@ from oomwatch.engine.kernel_lines import TASK_HEADER_PATTERN, TASK_ROW_PATTERN, 
 from oomwatch.engine.kernel_report import KEEP_FIRST, KERNEL_ANCHORS, KernelReportAssembler
 from oomwatch.engine.loader import Fingerprint, RuleSet
 from oomwatch.engine.model import Event, InputInfo, Line, OomReport
-from oomwatch.engine.prefilter import make_prefilter
+from oomwatch.engine.prefilter import ID_BITS, ID_MASK, make_prefilter
 from oomwatch.engine.prefix import Prefixed, strip_prefix
 from oomwatch.engine.text import clean_text, split_cr
 
@@ -58,11 +59,14 @@ class Scanner:
         for fp in rules.fingerprints:
             for anchor in fp.anchors:
                 anchors.setdefault(anchor, []).append(fp)
+        # the prefilter's ids: the rules' anchors (each with its rules), then the kernel's, then the patterns
         self._by_anchor = list(anchors.items())
         self._order = {fp.id: i for i, fp in enumerate(rules.fingerprints)}
         self._marks = frozenset(rules.kill_marks)
+        self._kernel_ids = {len(anchors) + i: a for i, a in enumerate(KERNEL_ANCHORS)}
         all_anchors = [a.encode() for a in anchors] + [a.encode() for a in KERNEL_ANCHORS]
         self.prefilter = make_prefilter(all_anchors, backend, (TASK_ROW_PATTERN, TASK_HEADER_PATTERN))
+        self._all_ids = frozenset(range(len(all_anchors) + 2))
 
     def scan(
         self,
@@ -135,37 +139,63 @@ class Scanner:
     def _region(self, data: bytes, begin: int, stop: int, state: _State, at: int) -> None:
         """Process the whole lines in data[begin:stop] (stop is just after a newline); ``at`` is the
         offset of data[0] in the whole input."""
-        hits = [h for h in self.prefilter.hits(data) if begin <= h < stop]
+        every = self.prefilter.hits(data)
+        # hits are (offset << ID_BITS) | id: the region's are a slice, found by bisection
+        hits = every[bisect_left(every, begin << ID_BITS) : bisect_left(every, stop << ID_BITS)]
         asm = state.assembler
-        pos, hi = begin, 0
+        pos, hi, nhits = begin, 0, len(hits)
         while pos < stop:
             if asm.wants_more() and state.report_lines < MAX_REPORT_LINES:
                 state.report_lines += 1
                 end = data.index(b"\n", pos, stop)
-                while hi < len(hits) and hits[hi] < pos:
+                while hi < nhits and hits[hi] >> ID_BITS < pos:
                     hi += 1
+                ids, hi = self._ids(data, pos, end, hits, hi)
                 # a report line without an anchor (most of a task table) can match no rule
-                self._line(data[pos:end], state, block=True, anchored=hi < len(hits) and hits[hi] < end)
+                self._line(data[pos:end], state, ids, block=True, anchored=bool(ids))
                 if state.mark_seen and state.before_failure is None:
                     state.keep_before(at + pos)
                 state.lineno += 1
                 pos = end + 1
                 continue
-            while hi < len(hits) and hits[hi] < pos:
+            while hi < nhits and hits[hi] >> ID_BITS < pos:
                 hi += 1
-            if hi == len(hits):
+            if hi == nhits:
                 state.lineno += data.count(b"\n", pos, stop)
                 return
-            start = data.rfind(b"\n", pos, hits[hi]) + 1 or pos
+            first = hits[hi] >> ID_BITS
+            start = data.rfind(b"\n", pos, first) + 1 or pos
             state.lineno += data.count(b"\n", pos, start)
-            end = data.index(b"\n", hits[hi], stop)
-            self._line(data[start:end], state)
+            end = data.index(b"\n", first, stop)
+            ids, hi = self._ids(data, start, end, hits, hi)
+            self._line(data[start:end], state, ids)
             if state.mark_seen and state.before_failure is None:
                 state.keep_before(at + start)
             state.lineno += 1
             pos = end + 1
 
-    def _line(self, raw: bytes, state: _State, block: bool = False, anchored: bool = True) -> None:
+    def _ids(self, data: bytes, start: int, end: int, hits: list[int], hi: int) -> tuple[frozenset[int], int]:
+        """The prefilter's ids found in the line data[start:end] (its hits from ``hits[hi]`` on), and the
+        index of the first hit after it. A line whose bytes decoding may change (escapes, NULs) gets all."""
+        n = len(hits)
+        if hi == n or hits[hi] >> ID_BITS >= end:
+            return frozenset(), hi
+        stop = end << ID_BITS
+        j = hi
+        while j < n and hits[j] < stop:
+            j += 1
+        if b"\x1b" in data[start:end] or b"\x00" in data[start:end] or b"\xc2\x9b" in data[start:end]:
+            return self._all_ids, j
+        if not self.prefilter.exact:
+            return self.prefilter.ids(data[start:end]), j
+        return frozenset([h & ID_MASK for h in hits[hi:j]]), j
+
+    def _line(
+        self, raw: bytes, state: _State, ids: frozenset[int] | None = None, block: bool = False, anchored: bool = True
+    ) -> None:
+        """One line; ``ids`` are the prefilter's ids found in it (None: any)."""
+        if ids is None:
+            ids = self._all_ids
         truncated = len(raw) > self.max_line
         if truncated:
             raw = raw[: self.max_line]
@@ -174,18 +204,18 @@ class Scanner:
                 state.notes.append(
                     f"line {state.lineno} is longer than {self.max_line} bytes: only its first part was read"
                 )
-        for pre, kernel_anchor in state.segments(raw):
+        for pre, kernel_anchor in state.segments(raw, [a for i, a in self._kernel_ids.items() if i in ids]):
             line = Line(state.file, state.lineno, pre.time, pre.text, truncated, pre.kernel, pre.host)
             if block or kernel_anchor:
                 state.assembler.feed(line)
             if anchored:
-                self._match(line, state)
+                self._match(line, state, ids)
 
-    def _match(self, line: Line, state: _State) -> None:
+    def _match(self, line: Line, state: _State, ids: frozenset[int]) -> None:
         text = line.text
         found = state.matched.get(text)
         if found is None:
-            found = self._rules_on(text)
+            found = self._rules_on(text, ids)
             if len(text) <= MAX_CACHED_LINE:  # a log repeats its lines (floods, retries): remember a few
                 if len(state.matched) >= MATCH_CACHE:
                     state.matched.clear()
@@ -199,11 +229,18 @@ class Scanner:
             if state.gave_up <= MAX_GAVE_UP_NOTES:
                 state.notes.append(f"line {line.no}: rule {name} gave up (match took too long)")
 
-    def _rules_on(self, text: str) -> tuple[tuple[tuple[Fingerprint, dict[str, str]], ...], tuple[str, ...]]:
+    def _rules_on(
+        self, text: str, ids: frozenset[int]
+    ) -> tuple[tuple[tuple[Fingerprint, dict[str, str]], ...], tuple[str, ...]]:
         """The rules that match ``text`` (one per kind and hint: the one that says most), and the names of
-        those that gave up on it."""
+        those that gave up on it. Only the anchors of ``ids`` (those the prefilter found in the line's
+        bytes) are tried: an anchor in the text is in the bytes (a line decoding changes gets all ids)."""
         candidates: dict[str, Fingerprint] = {}
-        for anchor, fps in self._by_anchor:
+        by_anchor, n = self._by_anchor, len(self._by_anchor)
+        for i in ids:
+            if i >= n:  # a kernel anchor or a pattern: no rule's
+                continue
+            anchor, fps = by_anchor[i]
             if anchor in text:
                 for fp in fps:
                     candidates[fp.id] = fp
@@ -276,13 +313,14 @@ class _State:
         self.sampled = False
         self.kernel_share = 0.0
 
-    def segments(self, raw: bytes) -> tuple[tuple[Prefixed, bool], ...]:
-        """The segments of one line's bytes, prefix stripped, each with whether it holds a kernel anchor;
-        a line seen a moment ago (a flood, a retry loop) is not decoded again."""
+    def segments(self, raw: bytes, kernel: Sequence[str] = KERNEL_ANCHORS) -> tuple[tuple[Prefixed, bool], ...]:
+        """The segments of one line's bytes, prefix stripped, each with whether it holds a kernel anchor
+        (of ``kernel``: those the prefilter found in the bytes); a line seen a moment ago (a flood, a retry
+        loop) is not decoded again."""
         found = self.decoded.get(raw)
         if found is None:
             found = tuple(
-                (pre, any(a in pre.text for a in KERNEL_ANCHORS) or _bare_row(pre.text))
+                (pre, any(a in pre.text for a in kernel) or _bare_row(pre.text))
                 for pre in map(strip_prefix, split_cr(clean_text(raw)))
             )
             if len(raw) <= MAX_CACHED_LINE:

@@ -96,3 +96,36 @@ def test_cut_off_kernel_report_does_not_swallow_the_rest() -> None:
     result = _scan(head + body + WORKER + b"\n")
     assert len(result.reports) == 1 and result.reports[0].victim_pid is None
     assert [e.line.no for e in result.events] == [5002]
+
+
+@pytest.mark.parametrize("backend", available_backends())
+def test_only_the_anchors_found_are_tried_yet_decoding_loses_none(backend: str) -> None:
+    """The scanner tries on a line only the rules of the anchors the prefilter found in its bytes; an
+    anchor that only decoding makes whole (an escape inside it) is still tried, as with stdlib re."""
+    lines = [b"step %d loss 0.5" % i for i in range(300)]
+    lines[100] = b"[ 1234.567890] Out of memory: Kil\x1b[0mled process 4242 (python) total-vm:100kB, anon-rss:2048kB"
+    lines[200] = WORKER.replace(b"is killed", b"is \x1b[31mki\x1b[0mlled")
+    lines[250] = b"Process exited: pid=31337 returncode=-9 lr=1e-9 RSS: 2048 MB"
+    data = b"\n".join(lines) + b"\n"
+    base, other = _scan(data, backend="re"), _scan(data, backend=backend)
+    assert [(e.rule, e.line.no, e.fields) for e in other.events] == [(e.rule, e.line.no, e.fields) for e in base.events]
+    assert other.reports == base.reports
+    assert {e.line.no for e in other.events} >= {201, 251}
+
+
+BENIGN_LOOKALIKES = [
+    b"{'loss': 0.4123, 'grad_norm': 1.234, 'learning_rate': 1.000e-09, 'epoch': 0.12}",
+    b"scheduler: warmup done, lr=1e-9 -> 3.2e-05 at step 400",
+    b"[2024-05-01 10:00:01,000] [INFO] [trainer.py:12] step=12 tokens/s=12345 mem_alloc=12.3GB",
+    b"[ 9123.456795] CPU: 7 PID: 31337 Comm: kworker/7:1 Not tainted 5.15.0-91-generic #101-Ubuntu",
+    b"[   12.000000] usb 1-9: new high-speed USB device number 9 using xhci_hcd",
+    b"[   13.000000] mlx5_core 0000:3b:00.1: mlx5_fw_tracer_handle_traces:740:(pid 912): FW trace -91",
+    b"Epoch 3:  98%|#########| 980/1000 [00:98<00:01, 4.12it/s, loss=0.4123, v_num=0]",
+]
+
+
+@pytest.mark.parametrize("line", BENIGN_LOOKALIKES)
+def test_common_lines_are_no_candidates(line: bytes) -> None:
+    """Anchors are selective: the lines a training or kernel log is made of (a learning rate of 1e-9,
+    `mem_alloc=`, a kernel version `5.15.0-91`) hold none, so the scanner never decodes them."""
+    assert Scanner(RULES).prefilter.hits(line) == []
