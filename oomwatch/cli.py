@@ -166,10 +166,10 @@ def diagnose_cmd(
     from oomwatch.engine.api import Engine
     from oomwatch.layout import output_width
     from oomwatch.report import render, render_each
-    from oomwatch.rulecache import load_rules_cached
+    from oomwatch.rulecache import cache_store, load_rules_cached
 
     try:
-        engine = Engine.load(rules_dirs, backend=backend, loader=load_rules_cached)
+        engine = Engine.load(rules_dirs, backend=backend, loader=load_rules_cached, store=cache_store())
         scans: list[ScanResult] = []
         if sum(1 for p in logs if p == "-") > 1:
             raise OomwatchError("`-` (standard input) can be given only once")

@@ -11,11 +11,13 @@ the user's cache directory (``$OOMWATCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/oomw
   checks the rules);
 * every rule file of the built-in rules and of each ``--rules`` directory: its path, its bytes.
 
-Any change to any of them is another name, so a stale cache is never read; a new build replaces
-the older files. The cache is the user's own: a file is read only when it is a regular file owned
-by this user and writable by nobody else, in a directory of the same kind. Anything odd (no home,
-a read-only disk, a file that does not unpickle) makes it build the rules as if there were no
-cache. ``OOMWATCH_NO_CACHE=1`` turns it off.
+Any change to any of them is another name, so a stale cache is never read; a new build replaces the
+older files. Beside it, Hyperscan's compiled database of the prefilter's anchors (``hs-<SHA-256 of
+its expressions and Hyperscan's version>.db``, CacheStore): compiling it costs ~50 ms, loading it
+microseconds; one that does not load or scan on this machine is compiled again. The cache is the
+user's own: a file is read only when it is a regular file owned by this user and writable by nobody
+else, in a directory of the same kind. Anything odd (no home, a read-only disk, a file that does not
+unpickle) makes it build the rules as if there were no cache. ``OOMWATCH_NO_CACHE=1`` turns it off.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from oomwatch.engine.loader import RuleSet, builtin_rules_dir, load_rules
 
 KEEP = 4  # cache files kept: the newest builds (other --rules sets, other versions)
 _PREFIX = "rules-"
-_SUFFIX = ".pickle"
+_SUFFIX = ".pickle"  # and the prefilter's databases: hs-<key>.db (CacheStore)
 _ENGINE = Path(__file__).resolve().parent / "engine"
 
 
@@ -78,7 +80,8 @@ def _private(st: os.stat_result, kind: int) -> bool:
     return stat.S_IFMT(st.st_mode) == kind and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
-def _read(path: Path) -> RuleSet | None:
+def _read_bytes(path: Path) -> bytes | None:
+    """The file's bytes when it and its directory are this user's own and writable by nobody else."""
     try:
         if not _private(os.stat(path.parent), stat.S_IFDIR):
             return None
@@ -86,37 +89,57 @@ def _read(path: Path) -> RuleSet | None:
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
-        if not _private(os.fstat(fd), stat.S_IFREG):
-            return None
         try:
-            rules = pickle.load(f)
-        except Exception:  # noqa: BLE001 - a broken cache file is no cache
+            return f.read() if _private(os.fstat(fd), stat.S_IFREG) else None
+        except OSError:
             return None
+
+
+def _read(path: Path) -> RuleSet | None:
+    data = _read_bytes(path)
+    if data is None:
+        return None
+    try:
+        rules = pickle.loads(data)
+    except Exception:  # noqa: BLE001 - a broken cache file is no cache
+        return None
     return rules if isinstance(rules, RuleSet) and not rules.errors else None
 
 
-def _write(directory: Path, path: Path, rules: RuleSet) -> None:
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Write atomically (a temporary file renamed), mode 0600, in a private directory; keep the
+    KEEP newest files of its kind. Any failure leaves no file and is no error."""
+    directory = path.parent
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not _private(os.stat(directory), stat.S_IFDIR):
             return
-        fd, tmp = tempfile.mkstemp(prefix=".rules-", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
         try:
             with os.fdopen(fd, "wb") as f:
-                pickle.dump(rules, f, protocol=pickle.HIGHEST_PROTOCOL)
+                f.write(data)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
             raise
         _prune(directory, path)
-    except (OSError, pickle.PicklingError, RecursionError):
+    except OSError:
+        return
+
+
+def _write(path: Path, rules: RuleSet) -> None:
+    try:
+        data = pickle.dumps(rules, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, RecursionError, TypeError):
         return  # no cache this time: the rules were built all the same
+    _write_bytes(path, data)
 
 
 def _prune(directory: Path, newest: Path) -> None:
-    """Keep the KEEP newest cache files."""
+    """Keep the KEEP newest files of the newest's kind (its name up to the first `-`)."""
+    kind = newest.name.split("-", 1)[0] + "-"
     found = []
-    for p in directory.glob(f"{_PREFIX}*{_SUFFIX}"):
+    for p in directory.glob(f"{kind}*"):
         try:
             found.append((p.stat().st_mtime, p))
         except OSError:
@@ -126,6 +149,26 @@ def _prune(directory: Path, newest: Path) -> None:
         if p != newest:
             with contextlib.suppress(OSError):
                 p.unlink()
+
+
+class CacheStore:
+    """The prefilter's compiled database (engine.prefilter.BlobStore) kept beside the rules."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def get(self, key: str) -> bytes | None:
+        return _read_bytes(self.directory / f"{key}.db") if key.isascii() and key.replace("-", "").isalnum() else None
+
+    def put(self, key: str, data: bytes) -> None:
+        if key.isascii() and key.replace("-", "").isalnum():
+            _write_bytes(self.directory / f"{key}.db", data)
+
+
+def cache_store() -> CacheStore | None:
+    """The store of compiled databases, or None when the cache is off or has no place."""
+    directory = None if os.environ.get("OOMWATCH_NO_CACHE") else cache_dir()
+    return CacheStore(directory) if directory is not None else None
 
 
 def load_rules_cached(extra_dirs: Iterable[Path] = ()) -> RuleSet:
@@ -144,5 +187,5 @@ def load_rules_cached(extra_dirs: Iterable[Path] = ()) -> RuleSet:
         return cached
     rules = load_rules(extra)
     if not rules.errors:
-        _write(directory, path, rules)
+        _write(path, rules)
     return rules

@@ -165,3 +165,45 @@ def test_diagnose_imports_nothing_of_the_agent(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", probe], check=True, env=env, capture_output=True)  # builds the cache
     out = subprocess.run([sys.executable, "-c", probe], check=True, env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stdout  # from the cache: not even the YAML parser
+
+
+class _DictStore:
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+        self.puts = 0
+
+    def get(self, key: str) -> bytes | None:
+        return self.blobs.get(key)
+
+    def put(self, key: str, data: bytes) -> None:
+        self.puts += 1
+        self.blobs[key] = data
+
+
+def _hits(store: _DictStore) -> list[tuple[str, int]]:
+    from oomwatch.engine.scanner import Scanner
+
+    data = b"step 1\n[ 9.1] Out of memory: Killed process 4242 (python3) total-vm:1kB, anon-rss:2048kB\nKilled\n"
+    result = Scanner(loader.load_rules(), backend="hyperscan", store=store).scan("t.log", [data])
+    return [(e.kind, e.line.no) for e in result.events] + [("report", r.victim_pid or 0) for r in result.reports]
+
+
+def test_the_compiled_prefilter_is_kept_and_found_again() -> None:
+    pytest.importorskip("hyperscan")
+    store = _DictStore()
+    first = _hits(store)
+    assert store.puts == 1 and len(store.blobs) == 1
+    assert _hits(store) == first and store.puts == 1  # loaded, not compiled again
+    (key,) = store.blobs
+    store.blobs[key] = b"not a database"
+    assert _hits(store) == first and store.puts == 2  # compiled again, and kept
+
+
+def test_cache_store_files_are_private(cache: Path) -> None:
+    store = rulecache.CacheStore(cache)
+    store.put("hs-abc", b"data")
+    assert store.get("hs-abc") == b"data"
+    assert (cache / "hs-abc.db").stat().st_mode & 0o777 == 0o600
+    (cache / "hs-abc.db").chmod(0o644 | 0o022)
+    assert store.get("hs-abc") is None
+    assert store.get("../etc/passwd") is None

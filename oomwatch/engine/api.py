@@ -17,14 +17,15 @@ from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.grouping import Grouping, group_inputs
 from oomwatch.engine.loader import RuleSet, load_rules
 from oomwatch.engine.model import LiveEvidence, Observed, Program
+from oomwatch.engine.prefilter import BlobStore
 from oomwatch.engine.scanner import Scanner, ScanResult
 from oomwatch.errors import RulesError
 
 
 class Engine:
-    def __init__(self, rules: RuleSet, backend: str | None = None) -> None:
+    def __init__(self, rules: RuleSet, backend: str | None = None, store: BlobStore | None = None) -> None:
         self.rules = rules
-        self.scanner = Scanner(rules, backend=backend)
+        self.scanner = Scanner(rules, backend=backend, store=store)
 
     @classmethod
     def load(
@@ -32,15 +33,17 @@ class Engine:
         rules_dirs: Iterable[Path] = (),
         backend: str | None = None,
         loader: Callable[[Iterable[Path]], RuleSet] = load_rules,
+        store: BlobStore | None = None,
     ) -> Engine:
         """The built-in rules plus ``rules_dirs``; :class:`RulesError` if any does not load.
-        ``loader`` builds the RuleSet (the command line's keeps a cache of it: oomwatch.rulecache)."""
+        ``loader`` builds the RuleSet and ``store`` keeps the prefilter's compiled database (the
+        command line keeps both in a cache: oomwatch.rulecache)."""
         rules = loader(rules_dirs)
         if rules.errors:
             first = rules.errors[0]
             more = f" (and {len(rules.errors) - 1} more; run `oomwatch rules lint`)" if len(rules.errors) > 1 else ""
             raise RulesError(f"rules cannot be loaded: {first}{more}")
-        return cls(rules, backend)
+        return cls(rules, backend, store)
 
     def scan(
         self, name: str, data: bytes | Iterable[bytes], progress: Callable[[int], None] | None = None

@@ -14,6 +14,7 @@ and with stdlib `re` the scanner tries every anchor (the agent's few lines).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import re
 from collections.abc import Sequence
@@ -38,6 +39,14 @@ ID_BITS = 16  # a hit is (offset << ID_BITS) | id: one int, sorted by offset
 ID_MASK = (1 << ID_BITS) - 1
 
 
+class BlobStore(Protocol):
+    """Where a compiled database may be kept between runs (the caller's; the engine does no I/O)."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+
 class Prefilter(Protocol):
     name: str
     # hits() names every anchor of every line it reports (Hyperscan); otherwise ids() says
@@ -59,13 +68,30 @@ class _HyperscanPrefilter:
     name = "hyperscan"
     exact = True
 
-    def __init__(self, anchors: Sequence[bytes], patterns: Sequence[bytes] = ()) -> None:
+    def __init__(
+        self, anchors: Sequence[bytes], patterns: Sequence[bytes] = (), store: BlobStore | None = None
+    ) -> None:
         hs = _optional("hyperscan")
         assert hs is not None
-        self._db = hs.Database(mode=hs.HS_MODE_BLOCK)
         exprs = [re.escape(a) for a in anchors] + list(patterns)
-        self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs))
         self._all = frozenset(range(len(exprs)))
+        # compiling takes ~50 ms; a database compiled before for the same expressions is loaded in
+        # microseconds (the store's key names the expressions and Hyperscan's version; a database
+        # that does not load or scan here, as one built on another CPU, is compiled again)
+        key = "hs-" + hashlib.sha256(b"\0".join([str(getattr(hs, "__version__", "")).encode(), *exprs])).hexdigest()
+        blob = store.get(key) if store is not None else None
+        if blob is not None:
+            try:
+                self._db = hs.loadb(blob, hs.HS_MODE_BLOCK)
+                self._db.scratch = hs.Scratch(self._db)
+                self._db.scan(b"", match_event_handler=lambda *_: None)
+                return
+            except Exception:  # noqa: BLE001 - not a usable database: compile it
+                pass
+        self._db = hs.Database(mode=hs.HS_MODE_BLOCK)
+        self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs))
+        if store is not None:
+            store.put(key, hs.dumpb(self._db))
 
     def hits(self, data: bytes) -> list[int]:
         found: list[int] = []
@@ -119,16 +145,22 @@ def available_backends() -> list[str]:
     return names
 
 
-def make_prefilter(anchors: Sequence[bytes], backend: str | None = None, patterns: Sequence[bytes] = ()) -> Prefilter:
+def make_prefilter(
+    anchors: Sequence[bytes],
+    backend: str | None = None,
+    patterns: Sequence[bytes] = (),
+    store: BlobStore | None = None,
+) -> Prefilter:
     """The fastest available backend, or the one named. `patterns` are a few regular expressions
-    (in the syntax all three backends share: classes, `\\d`, `+`) for lines no literal can find."""
+    (in the syntax all three backends share: classes, `\\d`, `+`) for lines no literal can find.
+    `store` keeps Hyperscan's compiled database between runs."""
     if not anchors:
         raise ValueError("a prefilter needs at least one anchor")
     if len(anchors) + len(patterns) > ID_MASK:
         raise ValueError(f"a prefilter takes at most {ID_MASK} anchors and patterns")
     backend = backend or available_backends()[0]
     if backend == "hyperscan" and _optional("hyperscan") is not None:
-        return _HyperscanPrefilter(anchors, patterns)
+        return _HyperscanPrefilter(anchors, patterns, store)
     re2 = _optional("re2") if backend == "re2" else None
     if re2 is not None:
         return _RegexPrefilter(anchors, re2, "re2", patterns)

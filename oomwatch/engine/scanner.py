@@ -20,7 +20,7 @@ from oomwatch.engine.kernel_lines import TASK_HEADER_PATTERN, TASK_ROW_PATTERN, 
 from oomwatch.engine.kernel_report import KEEP_FIRST, KERNEL_ANCHORS, KernelReportAssembler
 from oomwatch.engine.loader import Fingerprint, RuleSet
 from oomwatch.engine.model import Event, InputInfo, Line, OomReport
-from oomwatch.engine.prefilter import ID_BITS, ID_MASK, make_prefilter
+from oomwatch.engine.prefilter import ID_BITS, ID_MASK, BlobStore, make_prefilter
 from oomwatch.engine.prefix import Prefixed, strip_prefix
 from oomwatch.engine.text import clean_text, split_cr
 
@@ -53,7 +53,9 @@ class ScanResult:
 
 
 class Scanner:
-    def __init__(self, rules: RuleSet, backend: str | None = None, max_line: int = MAX_LINE):
+    def __init__(
+        self, rules: RuleSet, backend: str | None = None, max_line: int = MAX_LINE, store: BlobStore | None = None
+    ):
         self.max_line = max_line
         anchors: dict[str, list[Fingerprint]] = {}
         for fp in rules.fingerprints:
@@ -65,7 +67,7 @@ class Scanner:
         self._marks = frozenset(rules.kill_marks)
         self._kernel_ids = {len(anchors) + i: a for i, a in enumerate(KERNEL_ANCHORS)}
         all_anchors = [a.encode() for a in anchors] + [a.encode() for a in KERNEL_ANCHORS]
-        self.prefilter = make_prefilter(all_anchors, backend, (TASK_ROW_PATTERN, TASK_HEADER_PATTERN))
+        self.prefilter = make_prefilter(all_anchors, backend, (TASK_ROW_PATTERN, TASK_HEADER_PATTERN), store)
         self._all_ids = frozenset(range(len(all_anchors) + 2))
 
     def scan(
