@@ -67,11 +67,18 @@ def main() -> None:
         text = ""
         while time.monotonic() < deadline:
             text = scrape(url)
-            # every process of the job with its USS: smaps read once for each, on the agent's budget
-            seen = set(
-                re.findall(rf'^oomwatch_process_uss_bytes\{{[^}}]*pid="(\d+)"[^}}]*training_job="{run_id}"', text, re.M)
+            # every process of the job counted with its USS (smaps read once for each, on the agent's
+            # budget): the ranks per process, the workers in their ranks' aggregates
+            ranks_seen = re.findall(
+                rf'^oomwatch_process_uss_bytes\{{[^}}]*role="rank"[^}}]*training_job="{run_id}"', text, re.M
             )
-            if len(seen) >= expected:
+            workers = re.findall(rf'^oomwatch_role_processes\{{[^}}]*training_job="{run_id}"\}} (\S+)', text, re.M)
+            with_uss = re.findall(rf'^oomwatch_role_uss_bytes\{{[^}}]*stat="sum",training_job="{run_id}"', text, re.M)
+            if (
+                len(ranks_seen) >= args.ranks
+                and sum(float(n) for n in workers) >= args.ranks * args.workers
+                and len(with_uss) >= (args.ranks if args.workers else 0)
+            ):
                 break
             time.sleep(1.0)
         series = [line for line in text.splitlines() if line and not line.startswith("#")]
@@ -83,13 +90,23 @@ def main() -> None:
             "job_processes": expected,
             "series": len(series),
             "series_of_the_job": len(job),
-            "series_per_job_process": round(sum(1 for s in job if s.startswith("oomwatch_process_")) / expected, 2),
+            "series_per_job_process": round(len(job) / expected, 2),
+            "series_outside_the_job": len(series) - len(job),
+            "processes_outside_jobs_exported": len(
+                {
+                    m
+                    for m in re.findall(
+                        r'^oomwatch_process_resident_bytes\{[^}]*pid="(\d+)"[^}]*training_job=""', text, re.M
+                    )
+                }
+            ),
             "bytes": len(text.encode()),
             "families": dict(sorted(families.items())),
         }
         print(f"{args.ranks} ranks x {args.workers} workers ({expected} job processes): {out['series']} series "
-              f"({out['series_of_the_job']} of the job, {out['series_per_job_process']} per job process), "
-              f"{out['bytes']} bytes per scrape")  # fmt: skip
+              f"({out['series_of_the_job']} of the job, {out['series_per_job_process']} per job process; "
+              f"{out['series_outside_the_job']} others, of which {out['processes_outside_jobs_exported']} processes "
+              f"outside jobs (top_n) x 10), {out['bytes']} bytes per scrape")  # fmt: skip
         for name, n in sorted(families.items(), key=lambda kv: -kv[1])[:12]:
             print(f"  {n:6d}  {name}")
         if args.json:
