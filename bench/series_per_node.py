@@ -8,6 +8,7 @@ started is stopped by its pid.
 
     python bench/series_per_node.py                 # 8 ranks x 8 workers
     python bench/series_per_node.py --ranks 4 --workers 2 --json /tmp/series.json
+    python bench/series_per_node.py --top-workers 0 --top-n 5   # the agent's flags
 """
 
 from __future__ import annotations
@@ -39,13 +40,29 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--json", type=Path, help="also write the counts here")
+    ap.add_argument("--top-workers", type=int, help="the agent's --top-workers (default: the agent's, 1)")
+    ap.add_argument("--top-n", type=int, help="the agent's --top-n (default: the agent's, 20)")
     args = ap.parse_args()
     run_id = f"series-{uuid.uuid4().hex[:8]}"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     ranks: list[subprocess.Popen[str]] = []
     state = tempfile.mkdtemp(prefix="oomwatch-series-")
-    agent = subprocess.Popen([sys.executable, "-m", "oomwatch", "agent", "--listen", "127.0.0.1:0", "--interval",
-                              "0.5", "--state-dir", state], stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "oomwatch",
+        "agent",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        "0.5",
+        "--state-dir",
+        state,
+    ]
+    for flag, value in (("--top-workers", args.top_workers), ("--top-n", args.top_n)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    agent = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
     try:
         for r in range(args.ranks):
             rank_env = dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(args.ranks), TORCHELASTIC_RUN_ID=run_id)
