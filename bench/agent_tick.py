@@ -338,6 +338,28 @@ def measure(args: argparse.Namespace) -> int:
     res["farm_seen"] = sum(roles.values())
     res["farm_roles"] = roles
 
+    # 1b. The rest of the daemon's first loop iteration on that first tick: the history's first record
+    # (every process), the incidents' first look, the first render of the exposition.
+    from oomwatch.agent.history import HistoryStore
+    from oomwatch.agent.incidents import Incidents
+
+    with tempfile.TemporaryDirectory(prefix="oomwatch-bench-state-") as state_name:
+        state = Path(state_name)
+        t0 = time.perf_counter()
+        history = HistoryStore(state / "history.db")
+        history.record(first)
+        res["first_history_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        Incidents(state, history).observe(first)
+        res["first_incidents_s"] = time.perf_counter() - t0
+        history.close()
+    first_only = AgentCollector(args.top_n, args.budget)
+    first_only.update(first)
+    t0 = time.perf_counter()
+    generate_latest(registry_for(first_only))
+    res["first_render_s"] = time.perf_counter() - t0
+    del first_only
+
     # 2. One scrape of the last tick.
     registry = registry_for(exporter)
     scrape_s = []
@@ -353,7 +375,14 @@ def measure(args: argparse.Namespace) -> int:
     # 3. The agent's memory after ticking, before psutil is loaded into this process.
     res["agent_memory_kb"] = self_status_kb("VmRSS", "VmHWM")
 
-    # 4. The tick cost against the baseline, over the same PIDs (those the agent tracks), in rounds:
+    # 4. Served over HTTP, as Prometheus scrapes it, against prometheus-process-exporter configured per
+    # process with smaps: each scraped every --scrape-interval s for --cpu-seconds s (the agent ticking
+    # on the same interval, every tick rendered: the worst case of the render cache), then
+    # --pairs alternating pairs of scrapes (which goes first alternates), a fresh tick before each pair.
+    # Before psutil is loaded: this process's memory is still the agent's own.
+    res.update(served(args, sampler, exporter))
+
+    # 5. The tick cost against the baseline, over the same PIDs (those the agent tracks), in rounds:
     # one agent tick, one ProcessTable.update alone, one pass of each psutil loop (the box may be busy
     # with other work; interleaving gives each the same share of it).
     import psutil
@@ -436,6 +465,143 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
+PROCESS_EXPORTER = "prometheus-process-exporter"
+# one group per process (its comm and pid), so that it exports what the agent does per process
+PROCESS_EXPORTER_CONFIG = """process_names:
+  - name: "{{.Comm}}-{{.PID}}"
+    cmdline:
+      - '.+'
+"""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(url: str) -> tuple[float, bytes]:
+    import urllib.request
+
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=120) as r:
+        body = r.read()
+    return time.perf_counter() - t0, body
+
+
+def series_of(body: bytes) -> int:
+    return sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+
+
+def cpu_of(pid: int) -> float:
+    """utime + stime of a process, seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_process_exporter(tmp: Path) -> tuple[subprocess.Popen[bytes] | None, str, str]:
+    """(process, metrics URL, why not): process-exporter on 127.0.0.1, one group per process, smaps read."""
+    import shutil
+
+    binary = shutil.which(PROCESS_EXPORTER)
+    if binary is None:
+        return None, "", f"{PROCESS_EXPORTER} is not installed (Debian: apt-get install prometheus-process-exporter)"
+    config = tmp / "process-exporter.yaml"
+    config.write_text(PROCESS_EXPORTER_CONFIG)
+    port = free_port()
+    cmd = [binary, "-config.path", str(config), "-gather-smaps=true", "-web.listen-address", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/metrics"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
+            return None, "", f"{PROCESS_EXPORTER} exited {proc.returncode}: {err[-300:]}"
+        try:
+            get(url)
+            return proc, url, ""
+        except OSError:
+            time.sleep(0.2)
+    stop_process(proc)
+    return None, "", f"{PROCESS_EXPORTER} did not answer on {url} in 30 s"
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stderr:
+        proc.stderr.close()
+
+
+def served(args: argparse.Namespace, sampler: Any, exporter: Any) -> dict[str, Any]:
+    from oomwatch.agent.exporter import registry_for
+    from oomwatch.agent.http import MetricsServer
+
+    out: dict[str, Any] = {}
+    server = MetricsServer(registry_for(exporter), "127.0.0.1:0", version=exporter.version)
+    server.start()
+    tmp = Path(tempfile.mkdtemp(prefix="oomwatch-bench-pe-"))
+    pe, pe_url, why = (None, "", "not asked for (--no-process-exporter)")
+    if not args.no_process_exporter:
+        pe, pe_url, why = start_process_exporter(tmp)
+    out["process_exporter"] = why or "ok"
+    try:
+        # CPU per minute: the agent ticking and scraped every interval (its whole process: ticks, the
+        # HTTP server, the render, the client's read); process-exporter scraped on the same interval
+        interval, seconds = args.scrape_interval, args.cpu_seconds
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        due = t0
+        while time.perf_counter() - t0 < seconds:
+            exporter.update(sampler.tick())
+            get(server.url)
+            due += interval
+            time.sleep(max(0.0, due - time.perf_counter()))
+        out["agent_cpu_per_min_s"] = (time.process_time() - cpu0) / (time.perf_counter() - t0) * 60
+        # before this process reads process-exporter's much larger bodies (a client's memory, not the agent's)
+        out["agent_memory_served_kb"] = self_status_kb("VmRSS", "VmHWM")
+        if pe is not None:
+            cpu0, t0 = cpu_of(pe.pid), time.perf_counter()
+            due = t0
+            while time.perf_counter() - t0 < seconds:
+                get(pe_url)
+                due += interval
+                time.sleep(max(0.0, due - time.perf_counter()))
+            out["pe_cpu_per_min_s"] = (cpu_of(pe.pid) - cpu0) / (time.perf_counter() - t0) * 60
+        # alternating pairs: a fresh tick, then the agent's first scrape of it (rendered) and a second
+        # (served from the cache), and process-exporter's, in alternating order
+        first, again, other, ratios = [], [], [], []
+        for i in range(args.pairs):
+            exporter.update(sampler.tick())
+            order = ("agent", "pe") if i % 2 == 0 else ("pe", "agent")
+            took: dict[str, float] = {}
+            for who in order:
+                if who == "agent":
+                    took["agent"], body = get(server.url)
+                    again.append(get(server.url)[0])
+                    out["agent_http_bytes"], out["agent_http_series"] = len(body), series_of(body)
+                elif pe is not None:
+                    took["pe"], pe_body = get(pe_url)
+                    out["pe_bytes"], out["pe_series"] = len(pe_body), series_of(pe_body)
+            first.append(took["agent"])
+            if "pe" in took:
+                other.append(took["pe"])
+                ratios.append(took["agent"] / took["pe"])
+        out["agent_http_scrape_s"], out["agent_http_cached_scrape_s"] = first, again
+        if other:
+            out["pe_scrape_s"], out["scrape_ratio"] = other, ratios
+    finally:
+        server.stop()
+        if pe is not None:
+            stop_process(pe)
+    return out
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -475,6 +641,12 @@ def report(res: dict[str, Any], farm: dict[str, Any]) -> None:
         f"  agent first tick (discovery: stat, cmdline, environ, cgroup of each): {res['first_tick_s'] * 1e3:.0f} ms"
         f" (processes collector {res['first_tick_processes_s'] * 1e3:.0f} ms)"
     )
+    first_loop = res["first_tick_s"] + res["first_history_s"] + res["first_incidents_s"] + res["first_render_s"]
+    print(
+        f"  the daemon's first loop on it: {first_loop * 1e3:.0f} ms (sampler tick {res['first_tick_s'] * 1e3:.0f}, "
+        f"history record {res['first_history_s'] * 1e3:.0f}, incidents {res['first_incidents_s'] * 1e3:.0f}, "
+        f"first render {res['first_render_s'] * 1e3:.0f}; target < 1 s)"
+    )
     print()
     print(
         f"PSS budget {b['fraction']:g} of a CPU (bucket {b['bucket_s']:g} s), ticking every {b['interval_s']:g} s for "
@@ -490,6 +662,34 @@ def report(res: dict[str, Any], farm: dict[str, Any]) -> None:
     print(
         f"scrape: generate_latest {statistics.median(res['scrape_s']) * 1e3:.1f} ms (median of 5), "
         f"{res['scrape_bytes'] / 1e6:.2f} MB, {res['scrape_series']} series"
+    )
+    first, again = res["agent_http_scrape_s"], res["agent_http_cached_scrape_s"]
+    print(
+        f"scrape over HTTP ({len(first)} ticks): first of each tick {statistics.median(first) * 1e3:.1f} ms median, "
+        f"{min(first) * 1e3:.1f} min; again (cached) {statistics.median(again) * 1e3:.2f} ms median; "
+        f"{res['agent_http_bytes'] / 1e6:.3f} MB, {res['agent_http_series']} series (target <= 0.2 s)"
+    )
+    print(
+        f"agent CPU per minute, ticking and scraped every {farm['scrape_interval']:g} s: {res['agent_cpu_per_min_s']:.2f} s"
+    )
+    if res["process_exporter"] != "ok":
+        print(f"process-exporter comparison skipped: {res['process_exporter']}")
+    else:
+        pe, ratio = res["pe_scrape_s"], res["scrape_ratio"]
+        print(
+            f"process-exporter (one group per process, smaps): scrape {statistics.median(pe) * 1e3:.1f} ms median, "
+            f"{min(pe) * 1e3:.1f} min, {res['pe_bytes'] / 1e6:.2f} MB, {res['pe_series']} series; CPU per minute "
+            f"{res['pe_cpu_per_min_s']:.2f} s"
+        )
+        print(
+            f"ratio agent / process-exporter over {len(ratio)} alternating pairs: scrape min {min(ratio):.3f}, "
+            f"median {statistics.median(ratio):.3f} (target <= 0.2); CPU per minute "
+            f"{res['agent_cpu_per_min_s'] / res['pe_cpu_per_min_s']:.3f}; bytes "
+            f"{res['agent_http_bytes'] / res['pe_bytes']:.3f}; series {res['agent_http_series'] / res['pe_series']:.3f}"
+        )
+    served_mem = res["agent_memory_served_kb"]
+    print(
+        f"agent RSS after serving: VmRSS {served_mem['VmRSS'] / 1024:.1f} MiB, VmHWM {served_mem['VmHWM'] / 1024:.1f} MiB"
     )
     print(
         f"agent RSS: VmRSS {mem['VmRSS'] / 1024:.1f} MiB, VmHWM {mem['VmHWM'] / 1024:.1f} MiB (target < 60 MB); "
@@ -542,6 +742,10 @@ def main() -> int:
     ap.add_argument("--top-n", type=int, default=20)
     ap.add_argument("--startup-timeout", type=float, default=60.0, help="s to wait for the farm")
     ap.add_argument("--profile", action="store_true", help="also cProfile the ticks, top 10 entries")
+    ap.add_argument("--scrape-interval", type=float, default=1.0, help="tick / scrape interval of the CPU runs, s")
+    ap.add_argument("--cpu-seconds", type=float, default=10.0, help="length of each CPU-per-minute run, s")
+    ap.add_argument("--pairs", type=int, default=10, help="alternating scrape pairs, agent / process-exporter")
+    ap.add_argument("--no-process-exporter", action="store_true", help="skip the process-exporter comparison")
     ap.add_argument("--json", type=Path, help="also write the numbers here")
     ap.add_argument("--measure", help=argparse.SUPPRESS)  # internal: the measuring process
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -566,8 +770,10 @@ def main() -> int:
             pidfile, out = tmp / "pids.json", tmp / "result.json"
             pidfile.write_text(json.dumps({"pids": farm.pids}))
             cmd = [sys.executable, str(Path(__file__).resolve()), "--measure", str(pidfile), "--out", str(out)]
-            for opt in ("ticks", "interval", "seconds", "budget", "top_n"):
+            for opt in ("ticks", "interval", "seconds", "budget", "top_n", "scrape_interval", "cpu_seconds", "pairs"):
                 cmd += [f"--{opt.replace('_', '-')}", str(getattr(args, opt))]
+            if args.no_process_exporter:
+                cmd.append("--no-process-exporter")
             if args.profile:
                 cmd.append("--profile")
             done = subprocess.run(cmd, env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -577,7 +783,8 @@ def main() -> int:
             res = json.loads(out.read_text())
         finally:
             reaped = farm.stop()
-        info = {"procs": args.procs, "ranks": args.ranks, "startup_s": startup, "mem_delta": delta, "top_n": args.top_n}
+        info = {"procs": args.procs, "ranks": args.ranks, "startup_s": startup, "mem_delta": delta, "top_n": args.top_n,
+                "scrape_interval": args.scrape_interval}  # fmt: skip
         report(res, info)
         print(f"farm stopped: {reaped} processes killed and reaped")
         if args.json:

@@ -45,8 +45,8 @@ def _host_paths(proc_root: Path, sys_root: Path) -> HostPaths:
     "config_path",
     type=click.Path(readable=False, path_type=Path),  # checked when read: one line, at start and on SIGHUP
     default=None,
-    help="A YAML file with listen, interval, pss_budget, top_n, web_config, state_dir, kernel_log, read_code; "
-    "flags win over it. Re-read on SIGHUP (state_dir and kernel_log: at the next start).",
+    help="A YAML file with listen, interval, pss_budget, top_n, top_workers, web_config, state_dir, kernel_log, "
+    "read_code; flags win over it. Re-read on SIGHUP (state_dir and kernel_log: at the next start).",
 )
 @click.option(
     "--web-config",
@@ -67,6 +67,13 @@ def _host_paths(proc_root: Path, sys_root: Path) -> HostPaths:
     type=int,
     default=None,
     help="Per-process series for this many processes outside training jobs, by RSS [default: 20].",
+)
+@click.option(
+    "--top-workers",
+    type=int,
+    default=None,
+    help="Per-process series for this many DataLoader workers (and managers, unknown processes) of each rank, "
+    "by USS; the others are counted in their rank's oomwatch_role_* aggregates only [default: 1].",
 )
 @click.option(
     "--kernel-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -90,6 +97,7 @@ def agent_cmd(
     web_config: Path | None,
     pss_budget: float | None,
     top_n: int | None,
+    top_workers: int | None,
     state_dir: Path | None,
     kernel_log: Path | None,
     log_level: str,
@@ -123,7 +131,7 @@ def agent_cmd(
     handler.setFormatter(EscapingFormatter("oomwatch agent: %(levelname)s: %(message)s"))
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
     flags = {"listen": listen, "interval": interval, "web_config": web_config, "pss_budget": pss_budget,
-             "top_n": top_n, "state_dir": state_dir, "kernel_log": kernel_log}  # fmt: skip
+             "top_n": top_n, "top_workers": top_workers, "state_dir": state_dir, "kernel_log": kernel_log}  # fmt: skip
     try:
         agent = Agent(config_path, flags, _host_paths(proc_root, sys_root))
         agent.install_signals()

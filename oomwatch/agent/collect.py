@@ -30,6 +30,8 @@ from oomwatch.procfs.meminfo import read_meminfo
 from oomwatch.procfs.pressure import read_memory_pressure
 from oomwatch.procfs.vmstat import oom_kill, read_vmstat
 
+LOCATED_KEPT = 4096  # distinct memberships remembered (a node has a few cgroups a job)
+
 
 def collect_node(paths: HostPaths, notices: Notices) -> NodeSample:
     meminfo = read_meminfo(paths)
@@ -58,10 +60,14 @@ class CgroupCollector:
         self.notices = notices
         self.mounts: list[CgroupMount] = []
         self.v2_controllers: frozenset[str] = frozenset()
+        # locate's answers by membership: the processes of a job share a cgroup, and the answer is a
+        # pure function of the membership and the mounts (forgotten on reload)
+        self._located: dict[tuple[CgroupMembership, ...], tuple[str, MemoryCgroup] | None] = {}
         self.reload()
 
     def reload(self) -> None:
         """Re-read where the hierarchies are mounted (at start and on SIGHUP)."""
+        self._located = {}
         text = read_optional(self.paths.proc / "self" / "mountinfo") or ""
         self.mounts = parse_mountinfo(text)
         v1, v2 = memory_mounts(self.mounts)
@@ -77,7 +83,15 @@ class CgroupCollector:
 
     def locate(self, membership: Iterable[CgroupMembership]) -> tuple[str, MemoryCgroup] | None:
         """(the cgroup path as /proc/PID/cgroup names it, where its memory files are)."""
-        lines = list(membership)
+        key = tuple(membership)
+        if key in self._located:
+            return self._located[key]
+        if len(self._located) >= LOCATED_KEPT:
+            self._located.clear()
+        found = self._located[key] = self._locate(list(key))
+        return found
+
+    def _locate(self, lines: list[CgroupMembership]) -> tuple[str, MemoryCgroup] | None:
         where = memory_cgroup_of(self.paths, self.mounts, lines, self.v2_controllers)
         if where is None:
             return None

@@ -6,6 +6,7 @@ Example (``deploy/systemd/agent.yaml``)::
     interval: 1.0
     pss_budget: 0.05
     top_n: 20
+    top_workers: 1
     # web_config: /etc/oomwatch/web.yaml
     # state_dir: /var/lib/oomwatch
     # kernel_log: /var/log/kern.log   # only where /dev/kmsg cannot be read; "journal": journalctl -k -f
@@ -36,6 +37,7 @@ class AgentConfig:
     interval: float = 1.0  # seconds between ticks
     pss_budget: float = 0.05  # fraction of one CPU spent reading smaps_rollup
     top_n: int = 20  # per-process series for processes outside training jobs
+    top_workers: int = 1  # per-process series per (job, rank, role) of workers, managers, unknown; by USS
     web_config: Path | None = None  # TLS and basic auth (Prometheus exporter-toolkit format)
     state_dir: Path = Path("/var/lib/oomwatch")  # history.db, incidents/, kmsg-position.json
     kernel_log: Path | None = None  # follow this file for OOM reports instead of /dev/kmsg (kern.log)
@@ -83,7 +85,7 @@ def validate(values: Mapping[str, Any], where: str) -> dict[str, Any]:
             out[key] = float(_number(where, key, value, 0.01, 3600))
         elif key == "pss_budget":
             out[key] = float(_number(where, key, value, 0.0, 1.0))
-        elif key == "top_n":
+        elif key in ("top_n", "top_workers"):
             out[key] = int(_number(where, key, value, 0, 100_000, integer=True))
         elif key == "read_code":
             if not isinstance(value, bool):

@@ -68,8 +68,10 @@ class Agent:
         self.reload_requested = threading.Event()
         self._wake = threading.Event()
         self.sampler = Sampler(self.paths, pss_budget=self.config.pss_budget, top_n=self.config.top_n)
-        self.collector = AgentCollector(self.config.top_n, self.config.pss_budget)
-        self.server = MetricsServer(registry_for(self.collector), self.config.listen, self.web, self.health)
+        self.collector = AgentCollector(self.config.top_n, self.config.pss_budget, self.config.top_workers)
+        self.server = MetricsServer(
+            registry_for(self.collector), self.config.listen, self.web, self.health, self.collector.version
+        )
         self.trends = Trends()
         self.warner = Warner()
         self.strain = StrainWarner()
@@ -274,6 +276,7 @@ class Agent:
         self.config = new
         self.sampler.reload(pss_budget=new.pss_budget, top_n=new.top_n)
         self.collector.top_n, self.collector.budget_fraction = new.top_n, new.pss_budget
+        self.collector.top_workers = new.top_workers
         if self.incidents is not None:
             self.incidents.read_code = new.read_code
         # the web config file may have changed even where its path did not (new certificate, new users)
@@ -284,12 +287,14 @@ class Agent:
     def _restart_server(self, new: AgentConfig, web: WebConfig | None) -> None:
         old_listen, old_web = self._bound_listen(), self.web
         self.server.stop()
-        server = MetricsServer(registry_for(self.collector), new.listen, web, self.health)
+        server = MetricsServer(registry_for(self.collector), new.listen, web, self.health, self.collector.version)
         try:
             server.start()
         except ConfigError as exc:
             log.error("%s: serving on the previous address (%s) again", exc, old_listen)
-            server = MetricsServer(registry_for(self.collector), old_listen, old_web, self.health)
+            server = MetricsServer(
+                registry_for(self.collector), old_listen, old_web, self.health, self.collector.version
+            )
             server.start()
         else:
             self.web = web
@@ -303,6 +308,7 @@ class Agent:
 def _describe(c: AgentConfig) -> str:
     web = f", web config {c.web_config}" if c.web_config else ""
     return (
-        f"listen {c.listen}, interval {c.interval:g}s, smaps budget {c.pss_budget:g}, top_n {c.top_n}{web}, "
+        f"listen {c.listen}, interval {c.interval:g}s, smaps budget {c.pss_budget:g}, top_n {c.top_n}, "
+        f"top_workers {c.top_workers}{web}, "
         f"state {c.state_dir}"
     )

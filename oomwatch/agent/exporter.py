@@ -4,17 +4,25 @@ A scrape never reads /proc: the sampler thread ticks on its interval and the col
 newest :class:`Tick` (a scrape that lands mid-tick gets the previous one, whole).
 
 Naming: ``oomwatch_`` prefix, ``_bytes`` / ``_seconds`` / ``_total`` units. Per-process labels are
-bounded to ``training_job``, ``rank``, ``local_rank``, ``role``, ``pid``, ``comm``; per-process series
-exist only for processes in training jobs plus the ``top_n`` others by RSS. The job label is called
+bounded to ``training_job``, ``rank``, ``local_rank``, ``role``, ``pid``, ``comm``. Series are bounded by
+ranks and roles, not by processes: per-process series (``oomwatch_process_*``, with ``pid``) exist for
+every launcher and rank of a training job, for the ``top_workers`` processes by USS of each other
+(job, rank, role) group (DataLoader workers, managers, unknown), and for the ``top_n`` processes outside
+jobs by RSS; every process of those groups, shown per process or not, is counted in the group's
+aggregates (``oomwatch_role_*``: count, sum and max by ``training_job``, ``rank``, ``role``), so that a
+DataLoader restarted every epoch churns no series. The local history keeps every process (``oomwatch
+top`` / ``history``). The job label is called
 ``training_job``: Prometheus sets a ``job`` label on every scraped series itself (the scrape job), and
 a ``job`` label from the agent would be renamed ``exported_job`` on ingestion.
 """
 
 from __future__ import annotations
 
+import gzip
 import platform
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -62,18 +70,64 @@ def _labels(p: ProcessSample) -> list[str]:
     ]
 
 
-def exported_processes(tick: Tick, top_n: int) -> list[ProcessSample]:
-    """Training-job processes, plus the ``top_n`` others by RSS (kernel threads and zombies never)."""
-    jobs = [p for p in tick.processes if p.in_job]
-    others = [p for p in tick.processes if not p.in_job and p.rss]
+TOP_WORKERS = 1  # per-process series per (job, rank, role) group of workers, managers, unknown
+PER_PROCESS_ROLES = frozenset({"launcher", "rank"})  # always exported per process (one a rank at most)
+ROLE_LABELS = ["training_job", "rank", "role"]
+# (metric suffix, ProcessSample attribute, with max, help) of the per-(job, rank, role) aggregates
+ROLE_GAUGES = (
+    ("resident_bytes", "rss", True, "VmRSS"),
+    ("uss_bytes", "uss", True, "USS (smaps_rollup; processes whose smaps was not read yet are left out)"),
+    ("anon_bytes", "anon", True, "RssAnon"),
+    ("pss_bytes", "pss", False, "PSS (smaps_rollup; processes whose smaps was not read yet are left out)"),
+    ("file_bytes", "file", False, "RssFile"),
+    ("shmem_bytes", "shmem", False, "RssShmem"),
+    ("swap_bytes", "swap", False, "VmSwap"),
+    ("gpu_memory_bytes", "gpu_memory", False, "GPU memory (NVML; absent when no process of the group has any)"),
+)
+
+Group = tuple[str, str, str]  # training_job, rank, role
+
+
+def _by_uss(p: ProcessSample) -> tuple[int, int]:
+    return (-1 if p.uss is None else p.uss), (p.rss or 0)
+
+
+def fold(
+    tick: Tick, top_n: int, top_workers: int = TOP_WORKERS
+) -> tuple[list[ProcessSample], dict[Group, list[ProcessSample]]]:
+    """What is exported per process, and the (job, rank, role) groups aggregated: every launcher and rank
+    of a job; of each other group of a job (workers, managers, unknown) its ``top_workers`` by USS (RSS
+    until smaps is read); the ``top_n`` processes outside jobs by RSS. Kernel threads and zombies never.
+    A group holds all its processes, those exported per process too."""
+    exported: list[ProcessSample] = []
+    groups: dict[Group, list[ProcessSample]] = {}
+    others: list[ProcessSample] = []
+    for p in tick.processes:
+        if not p.in_job:
+            if p.rss:
+                others.append(p)
+        elif p.role in PER_PROCESS_ROLES:
+            exported.append(p)
+        else:
+            key = (p.job or "", "" if p.rank is None else str(p.rank), p.role)
+            groups.setdefault(key, []).append(p)
+    for members in groups.values():
+        if top_workers > 0:
+            exported += sorted(members, key=_by_uss, reverse=True)[:top_workers]
     others.sort(key=lambda p: -(p.rss or 0))
-    return jobs + others[:top_n]
+    return exported + others[:top_n], groups
+
+
+def exported_processes(tick: Tick, top_n: int, top_workers: int = TOP_WORKERS) -> list[ProcessSample]:
+    """The processes with per-process series (see :func:`fold`)."""
+    return fold(tick, top_n, top_workers)[0]
 
 
 class AgentCollector(Collector):
-    def __init__(self, top_n: int = 20, budget_fraction: float = 0.05) -> None:
+    def __init__(self, top_n: int = 20, budget_fraction: float = 0.05, top_workers: int = TOP_WORKERS) -> None:
         self.tick: Tick | None = None  # replaced whole by the sampler thread
         self.top_n = top_n
+        self.top_workers = top_workers
         self.budget_fraction = budget_fraction
         self.smaps_spent_total = 0.0
         self.ticks_total = 0
@@ -84,6 +138,17 @@ class AgentCollector(Collector):
         self.smaps_spent_total += tick.smaps_spent
         self.ticks_total += 1
         self.tick = tick
+
+    def version(self) -> object:
+        """Changes whenever what :meth:`collect` yields may have (a new tick, new forecasts, an incident
+        counted or written): the key of the rendered exposition (:class:`RenderCache`)."""
+        inc = self.incidents
+        kills: object = None
+        if inc is not None:
+            with inc.lock:
+                kills = (sum(inc.counts.values()), inc.last_time, inc.write_errors, hash(tuple(inc.recent)))
+            kills = (kills, inc.unwritten)
+        return self.ticks_total, id(self.forecasts), kills
 
     def describe(self) -> list[Metric]:
         return []  # unchecked collector: families depend on what the host has (GPUs, cgroups)
@@ -197,18 +262,51 @@ class AgentCollector(Collector):
             )
 
     def _processes(self, tick: Tick) -> Iterator[Metric]:
-        exported = exported_processes(tick, self.top_n)
-        count = GaugeMetricFamily("oomwatch_processes", "Processes seen on the node, and those exported per process.",
-                                  labels=["kind"])  # fmt: skip
+        exported, groups = fold(tick, self.top_n, self.top_workers)
+        count = GaugeMetricFamily(
+            "oomwatch_processes",
+            "Processes seen on the node, those exported per process, and those of training jobs counted only in "
+            "the per-(job, rank, role) aggregates (oomwatch_role_*).",
+            labels=["kind"],
+        )
         count.add_metric(["seen"], len(tick.processes))
         count.add_metric(["exported"], len(exported))
+        folded = sum(max(0, len(m) - max(0, self.top_workers)) for m in groups.values())
+        count.add_metric(["folded"], folded)
         yield count
+        yield from self._roles(groups)
         for suffix, attr, doc in PROCESS_GAUGES:
             family = GaugeMetricFamily(f"oomwatch_process_{suffix}", doc, labels=PROCESS_LABELS)
             for p in exported:
                 value = p.smaps_age(tick.time) if attr == "smaps_age" else getattr(p, attr)
                 if value is not None:
                     family.add_metric(_labels(p), value)
+            yield family
+
+    def _roles(self, groups: dict[Group, list[ProcessSample]]) -> Iterator[Metric]:
+        count = GaugeMetricFamily(
+            "oomwatch_role_processes",
+            "Processes of a training job's (rank, role) group other than launchers and ranks (DataLoader workers, "
+            "managers, unknown), all of them: those with per-process series (the top_workers by USS) and the rest.",
+            labels=ROLE_LABELS,
+        )
+        for key, members in groups.items():
+            count.add_metric(list(key), len(members))
+        yield count
+        for suffix, attr, with_max, what in ROLE_GAUGES:
+            stats = "sum and max" if with_max else "sum"
+            family = GaugeMetricFamily(
+                f"oomwatch_role_{suffix}",
+                f"{what} of the processes of oomwatch_role_processes, by stat ({stats}).",
+                labels=[*ROLE_LABELS, "stat"],
+            )
+            for key, members in groups.items():
+                values = [v for v in (getattr(p, attr) for p in members) if v is not None]
+                if not values:
+                    continue
+                family.add_metric([*key, "sum"], sum(values))
+                if with_max:
+                    family.add_metric([*key, "max"], max(values))
             yield family
 
     def _cgroups(self, tick: Tick) -> Iterator[Metric]:
@@ -295,6 +393,33 @@ def _stall(family: CounterMetricFamily, labels: list[str], pressure: Pressure | 
     for kind, line in (("some", pressure.some), ("full", pressure.full)):
         if line is not None and line.total_us is not None:
             family.add_metric([*labels, kind], line.total_us / 1e6)
+
+
+class RenderCache:
+    """The exposition rendered once per version of what it shows (once per tick): every scrape of that
+    tick is served the same bytes, gzipped or not, in each format asked for; rendering is serialized, so
+    that scrapes arriving together render once."""
+
+    def __init__(self, registry: CollectorRegistry, version: Callable[[], object]) -> None:
+        self.registry = registry
+        self.version = version
+        self._lock = threading.Lock()
+        self._key: object = None
+        self._bodies: dict[tuple[Callable[[CollectorRegistry], bytes], bool], bytes] = {}
+
+    def get(self, encoder: Callable[[CollectorRegistry], bytes], gzipped: bool) -> bytes:
+        with self._lock:
+            key = self.version()
+            if key != self._key:
+                self._key, self._bodies = key, {}
+            body = self._bodies.get((encoder, gzipped))
+            if body is None:
+                plain = self._bodies.get((encoder, False))
+                if plain is None:
+                    plain = self._bodies[(encoder, False)] = encoder(self.registry)
+                body = gzip.compress(plain, compresslevel=6) if gzipped else plain
+                self._bodies[(encoder, gzipped)] = body
+            return body
 
 
 def registry_for(collector: AgentCollector) -> CollectorRegistry:

@@ -51,6 +51,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
+from oomwatch.agent.exporter import RenderCache
 from oomwatch.errors import ConfigError
 from oomwatch.yamlsafe import OversizedFile, load_bounded, read_text_limited
 
@@ -292,8 +293,11 @@ class MetricsServer:
         listen: str,
         web_config: WebConfig | None = None,
         health: Callable[[], str | None] | None = None,
+        version: Callable[[], object] | None = None,
     ) -> None:
         self._registry = registry
+        # what changes with what the registry shows: a whole scrape is then rendered once per version
+        self._cache = RenderCache(registry, version) if version is not None else None
         self._health = health  # None when healthy, else what is wrong (``/-/healthy`` answers 503 with it)
         self._listen = listen
         self._host, self._port = parse_listen(listen)
@@ -313,7 +317,7 @@ class MetricsServer:
             auth = _BasicAuth(wc.basic_auth_users)
             family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
             try:
-                server = _Server((self._host, self._port), family, self._registry, tls, auth, self._health)
+                server = _Server((self._host, self._port), family, self._registry, tls, auth, self._health, self._cache)
             except OSError as exc:
                 reason = exc.strerror or str(exc)
                 raise ConfigError(f"cannot listen on {self._listen}: {reason}") from None
@@ -436,9 +440,11 @@ class _Server(ThreadingHTTPServer):
         tls: _TLSContexts | None,
         auth: _BasicAuth,
         health: Callable[[], str | None] | None = None,
+        cache: RenderCache | None = None,
     ) -> None:
         self.address_family = family
         self.registry = registry
+        self.cache = cache
         self.health = health
         self.tls = tls
         self.auth = auth
@@ -540,14 +546,20 @@ class _Handler(BaseHTTPRequestHandler):
         if names:
             registry = registry.restricted_registry(names)
         encoder, content_type = choose_encoder(self.headers.get("Accept") or "")
+        gzipped = gzip_accepted(self.headers.get("Accept-Encoding") or "")
+        cache = self.server.cache
         try:
-            output = encoder(registry)
+            if cache is not None and not names:
+                output = cache.get(encoder, gzipped)
+            else:
+                output = encoder(registry)
+                if gzipped:
+                    output = gzip.compress(output, compresslevel=6)
         except Exception as exc:  # a collector's bug: the scrape fails, the server stays up
             self._reply(500, f"error collecting metrics: {exc!r}\n".encode(), "text/plain; charset=utf-8", with_body)
             return
         headers = [("Vary", "Accept-Encoding")]
-        if gzip_accepted(self.headers.get("Accept-Encoding") or ""):
-            output = gzip.compress(output, compresslevel=6)
+        if gzipped:
             headers.append(("Content-Encoding", "gzip"))
         self._reply(200, output, content_type, with_body, headers)
 

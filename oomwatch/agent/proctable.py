@@ -36,6 +36,8 @@ STATUS_READ = 8192  # status is ~1.5 KiB; a larger read costs nothing more
 RETRY_EMPTY_FOR = 5.0  # seconds: re-read a new process's cmdline, environ and cgroup this long
 GONE_ERRNOS = frozenset({errno.ESRCH, errno.ENOENT})
 
+MEMBERSHIPS_KEPT = 4096  # distinct /proc/PID/cgroup texts remembered (a node has a few cgroups a job)
+
 
 @dataclass
 class Tracked:
@@ -67,6 +69,7 @@ class ProcessTable:
         self.changes: list[ProcInfo] = []
         self._proc = str(paths.proc)
         self._out_of_fds = False
+        self._memberships: dict[str, tuple[CgroupMembership, ...]] = {}  # /proc/PID/cgroup text -> parsed
         self._say_hidepid()
 
     def _say_hidepid(self) -> None:
@@ -234,7 +237,13 @@ class ProcessTable:
                 text = (self.paths.proc / str(pid) / "cgroup").read_text(errors="replace")
         except (ProcessGone, OSError):
             return ()
-        return tuple(parse_proc_cgroup(text))
+        # the processes of a job share their cgroups: parsed once, and one tuple held for all of them
+        found = self._memberships.get(text)
+        if found is None:
+            if len(self._memberships) >= MEMBERSHIPS_KEPT:
+                self._memberships.clear()
+            found = self._memberships[text] = tuple(parse_proc_cgroup(text))
+        return found
 
 
 def execed(before: Status, now: Status) -> bool:

@@ -149,6 +149,18 @@ def assign_roles(procs: Sequence[ProcInfo]) -> dict[int, str]:
     for p in procs:
         children.setdefault(p.ppid, []).append(p)
     roles: dict[int, str] = {}
+    # of each parent's children, once (not once a child: a rank forks hundreds): how many were started by
+    # spawn / forkserver with a plain name, and whether one is named as a DataLoader worker
+    broods: dict[int, tuple[int, bool]] = {}
+
+    def brood(ppid: int) -> tuple[int, bool]:
+        facts = broods.get(ppid)
+        if facts is None:
+            siblings = children.get(ppid, [])
+            spawned = sum(1 for s in siblings if s.comm not in WORKER_COMMS and is_spawned(s))
+            facts = broods[ppid] = (spawned, any(s.comm in WORKER_COMMS for s in siblings))
+        return facts
+
     # Parents first, so that "the parent is a launcher / a rank" is already known for each child.
     for p in _parents_first(procs, children):
         parent = by_pid.get(p.ppid) if p.ppid != p.pid else None  # a torn read may name itself
@@ -165,13 +177,12 @@ def assign_roles(procs: Sequence[ProcInfo]) -> dict[int, str]:
         elif (parent_role == "launcher" and is_python(p)) or (has_rank_env(p) and not inherited):
             roles[p.pid] = "rank"
         elif parent is not None and is_mp_child(p, parent):
-            siblings = children.get(p.ppid, [])
-            spawned = [s for s in siblings if is_spawned(s) and s.comm not in WORKER_COMMS]
-            spawn_ranks = is_spawned(p) and len(spawned) >= 2 and not any(s.comm in WORKER_COMMS for s in siblings)
+            spawned, named_workers = brood(p.ppid)
+            spawn_ranks = is_spawned(p) and spawned >= 2 and not named_workers
             if (p.comm in RANK_COMMS or spawn_ranks) and parent_role != "rank":
                 roles[p.pid] = "rank"
                 roles[parent.pid] = "launcher"  # torch.multiprocessing.spawn's parent
-            elif any(s.comm in WORKER_COMMS for s in siblings):
+            elif named_workers:
                 roles[p.pid] = "manager"
             else:
                 roles[p.pid] = "dataloader_worker"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -9,11 +10,14 @@ import subprocess
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from oomwatch.agent.exporter import PROCESS_LABELS, AgentCollector, exported_processes, registry_for
+from oomwatch.agent.exporter import PROCESS_LABELS, AgentCollector, RenderCache, exported_processes, registry_for
+from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.agent.sampler import Sampler
 from oomwatch.agent.top import History, render_text
 from tests.agent.proctree import MIB, rank_tree
 from tests.conftest import require_tool, run_oomwatch
+
+GIB = 1 << 30
 
 
 def _ticks(n=2, **kw):
@@ -38,7 +42,7 @@ def _samples(text):
 def test_exposition_names_labels_and_values():
     with rank_tree(size_mib=32, workers=2) as tree:
         (_, tick), _ = _ticks()
-        collector = AgentCollector(top_n=3)
+        collector = AgentCollector(top_n=3, top_workers=2)  # both workers per process
         collector.update(tick)
         text = generate_latest(registry_for(collector)).decode()
     samples = _samples(text)
@@ -61,11 +65,87 @@ def test_exposition_names_labels_and_values():
     exported = {int(s.labels["pid"]) for s in samples["oomwatch_process_resident_bytes"]}
     jobs = {p.pid for p in tick.processes if p.in_job and p.rss is not None}  # zombies have no figures
     assert jobs <= exported and len(exported - jobs) <= 3
-    assert len(exported) == sum(1 for p in exported_processes(tick, 3) if p.rss is not None)
+    assert len(exported) == sum(1 for p in exported_processes(tick, 3, 2) if p.rss is not None)
     ok = {s.labels["collector"]: s.value for s in samples["oomwatch_collector_success"]}
     assert ok == {"processes": 1, "smaps": 1, "cgroups": 1, "node": 1}
     assert samples["oomwatch_node_memory_total_bytes"][0].value > 0
     assert any(s.labels["training_job"] == tree.run_id for s in samples["oomwatch_cgroup_memory_usage_bytes"])
+
+
+def test_workers_beyond_the_top_are_folded_into_their_ranks_aggregates():
+    with rank_tree(size_mib=32, workers=4) as tree:
+        (_, tick), _ = _ticks()
+        collector = AgentCollector(top_n=3)  # top_workers 1
+        collector.update(tick)
+        text = generate_latest(registry_for(collector)).decode()
+    samples = _samples(text)
+    workers = [p for p in tick.processes if p.pid in tree.workers]
+    assert len(workers) == 4 and all(p.uss is not None for p in workers)
+    per_pid = {int(s.labels["pid"]) for s in samples["oomwatch_process_uss_bytes"]}
+    assert tree.rank in per_pid and per_pid & set(tree.workers) == {tree.workers[0]}  # the writer: the top USS
+    group = {"training_job": tree.run_id, "rank": "0", "role": "dataloader_worker"}
+
+    def role(name, stat=None):
+        found = [s.value for s in samples[f"oomwatch_role_{name}"]
+                 if s.labels == (group if stat is None else {**group, "stat": stat})]  # fmt: skip
+        assert len(found) == 1, (name, stat, found)
+        return found[0]
+
+    assert role("processes") == 4
+    for name, attr in (("resident_bytes", "rss"), ("uss_bytes", "uss"), ("anon_bytes", "anon")):
+        assert role(name, "sum") == sum(getattr(p, attr) for p in workers)
+        assert role(name, "max") == max(getattr(p, attr) for p in workers)
+    for name, attr in (("pss_bytes", "pss"), ("file_bytes", "file"), ("shmem_bytes", "shmem"), ("swap_bytes", "swap")):
+        assert role(name, "sum") == sum(getattr(p, attr) for p in workers)
+    kinds = {s.labels["kind"]: s.value for s in samples["oomwatch_processes"]}
+    assert kinds["folded"] >= 3  # this job's 3; any other job on the machine adds its own
+
+
+def test_series_are_bounded_by_ranks_and_roles_not_processes():
+    def tick(workers):
+        procs = [ProcessSample(pid=1, ppid=0, comm="torchrun", role="launcher", job="j", rank=None, local_rank=None,
+                               state="S", rss=MIB, anon=MIB, file=0, shmem=0, swap=0, hwm=MIB)]  # fmt: skip
+        pid = 100
+        for r in range(8):
+            procs.append(ProcessSample(pid=10 + r, ppid=1, comm="python", role="rank", job="j", rank=r, local_rank=r,
+                                       state="S", rss=GIB, anon=GIB, file=0, shmem=0, swap=0, hwm=GIB, uss=GIB))  # fmt: skip
+            for role in ["dataloader_worker"] * workers + ["manager"]:
+                pid += 1
+                procs.append(ProcessSample(pid=pid, ppid=10 + r, comm="pt_data_worker", role=role, job="j", rank=r,
+                                           local_rank=r, state="S", rss=GIB, anon=GIB, file=0, shmem=0, swap=0,
+                                           hwm=GIB, uss=pid * MIB, pss=MIB))  # fmt: skip
+        return Tick(time=1.0, duration=0.01, processes=tuple(procs))
+
+    def series(workers):
+        collector = AgentCollector(top_n=0)
+        collector.update(tick(workers))
+        text = generate_latest(registry_for(collector)).decode()
+        return [line for line in text.splitlines() if line.startswith(("oomwatch_process_", "oomwatch_role_"))]
+
+    few, many = series(8), series(200)
+    assert len(few) == len(many) <= 400  # 8 ranks x (8 or 200 workers + a manager): the same series
+    top = [line for line in many if line.startswith("oomwatch_process_uss_bytes") and "dataloader_worker" in line]
+    assert len(top) == 8 and all(f'pid="{200 * r + r + 100 + 200}"' in line for r, line in enumerate(top))
+
+
+def test_the_exposition_is_rendered_once_per_tick():
+    calls = []
+
+    def encoder(registry):
+        calls.append(1)
+        return generate_latest(registry)
+
+    collector = AgentCollector()
+    cache = RenderCache(registry_for(collector), collector.version)
+    collector.update(Tick(time=1.0, duration=0.01, processes=()))
+    first = cache.get(encoder, False)
+    assert cache.get(encoder, False) is first and gzip.decompress(cache.get(encoder, True)) == first
+    assert len(calls) == 1
+    collector.update(Tick(time=2.0, duration=0.01, processes=()))
+    assert cache.get(encoder, True) and len(calls) == 2
+    collector.forecasts = []  # replaced whole, as each tick does: a new version
+    cache.get(encoder, False)
+    assert len(calls) == 3
 
 
 def test_promtool_accepts_the_exposition(tmp_path):

@@ -507,3 +507,26 @@ def test_ipv6(serve) -> None:
     assert server.address[0] == "::1"
     assert server.url.startswith("http://[::1]:")
     assert get(server.url)[0] == 200
+
+
+def test_a_version_renders_each_scrape_once(registry: CollectorRegistry) -> None:
+    """With ``version``, every scrape of one version is served the same bytes (plain, gzip, OpenMetrics);
+    a new version renders afresh; a name filter is always rendered."""
+    value = Gauge("oomwatch_test_changing", "Changes between scrapes.", registry=registry)
+    version = [0]
+    server = MetricsServer(registry, "127.0.0.1:0", version=lambda: version[0])
+    server.start()
+    try:
+        value.set(1)
+        _, _, first = get(server.url)
+        value.set(2)  # not yet a new version: the rendered body is served
+        assert get(server.url)[2] == first and b"oomwatch_test_changing 1.0" in first
+        _, headers, zipped = get(server.url, headers={"Accept-Encoding": "gzip"})
+        assert headers["Content-Encoding"] == "gzip" and gzip.decompress(zipped) == first
+        _, headers, om = get(server.url, headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+        assert headers["Content-Type"].startswith("application/openmetrics-text") and om.endswith(b"# EOF\n")
+        assert b"oomwatch_test_changing 2.0" in get(server.url + "?name[]=oomwatch_test_changing")[2]
+        version[0] = 1
+        assert b"oomwatch_test_changing 2.0" in get(server.url)[2]
+    finally:
+        server.stop()

@@ -53,7 +53,9 @@ def test_agent_sees_a_real_torchrun_job(tmp_path: Path):
     agent = None
     try:
         ready = _wait_ready(tmp_path, 2, job)
-        agent = AgentProcess("--listen", "127.0.0.1:0", "--interval", "0.5", "--pss-budget", "0.5")
+        agent = AgentProcess(
+            "--listen", "127.0.0.1:0", "--interval", "0.5", "--pss-budget", "0.5", "--top-workers", "2"
+        )
         expect = {}
         for rank, (rank_pid, *workers) in ready.items():
             expect[rank_pid] = ("rank", rank)

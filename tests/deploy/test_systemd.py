@@ -227,6 +227,7 @@ def test_example_config():
         "interval": 1.0,
         "pss_budget": 0.05,
         "top_n": 20,
+        "top_workers": 1,
         "state_dir": "/var/lib/oomwatch",
     }
     assert load_config(CONFIG, {}) == AgentConfig()  # the example shows the defaults, through the real loader
