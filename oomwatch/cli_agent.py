@@ -125,7 +125,7 @@ def agent_cmd(
       $ curl -s 127.0.0.1:9797/metrics | grep oomwatch_process_uss_bytes
     """
     from oomwatch.agent.daemon import Agent
-    from oomwatch.textsafe import EscapingFormatter
+    from oomwatch.logfmt import EscapingFormatter
 
     handler = logging.StreamHandler()  # what processes named themselves or printed is escaped in the log
     handler.setFormatter(EscapingFormatter("oomwatch agent: %(levelname)s: %(message)s"))

@@ -14,11 +14,9 @@ code spans; :func:`code_fence` and :func:`code_span` choose fences that their te
 
 from __future__ import annotations
 
-import logging
 import re
 import unicodedata
 from collections.abc import Iterable
-from typing import Any
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
@@ -108,19 +106,3 @@ def code_span(text: str) -> str:
     ticks = "`" * (_longest_backticks([body]) + 1)
     pad = " " if body.startswith("`") or body.endswith("`") else ""
     return f"{ticks}{pad}{body}{pad}{ticks}"
-
-
-class EscapingFormatter(logging.Formatter):
-    """A log formatter for the agent: a message says what a job or process named itself (its comm,
-    run id, cgroup, output), and must not forge a log line of its own or reach the terminal as an
-    escape sequence. The message is escaped whole; a traceback keeps its lines, each escaped."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
-        record.message = escape_controls(record.message)
-        return super().formatMessage(record)
-
-    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
-        return escape_lines(super().formatException(ei))
-
-    def formatStack(self, stack_info: str) -> str:  # noqa: N802 - logging's name
-        return escape_lines(super().formatStack(stack_info))

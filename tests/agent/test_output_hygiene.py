@@ -120,7 +120,7 @@ def test_the_agents_log_escapes_what_it_quotes(tmp_path: Path):
 def test_the_log_formatter_keeps_a_tracebacks_lines():
     import logging
 
-    from oomwatch.textsafe import EscapingFormatter
+    from oomwatch.logfmt import EscapingFormatter
 
     try:
         raise ValueError("bad \x1b[2J value")
