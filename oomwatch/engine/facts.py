@@ -334,11 +334,15 @@ def _hints(events: Sequence[Event], hints: Iterable[str]) -> dict[str, Any]:
     for hint in hints:
         out[f"hints.{hint}"] = 0
         out[f"hints.{hint}.value"] = None
+    per_file: dict[tuple[str, str], int] = {}  # hints of a name in a file, those thinned out counted too
     for ev in events:
         if ev.kind != "hint" or "hint" not in ev.fields:
             continue
         key = f"hints.{ev.fields['hint']}"
-        out[key] = out.get(key, 0) + 1
+        where = (ev.line.file, key)
+        was = per_file.get(where, 0)
+        per_file[where] = max(was + 1, ev.seq or 0)
+        out[key] = out.get(key, 0) + per_file[where] - was
         value = ev.fields.get("value")
         if value is not None and value.isdigit():
             best = out.get(f"{key}.value")

@@ -80,12 +80,18 @@ def _read_share(victim: LiveProcess, points: list[tuple[float, int]]) -> tuple[f
 def printed_series(events: Sequence[Event]) -> dict[tuple[str, str], list[tuple[int, int, Event]]]:
     """The memory figures the job printed about itself: (file, who) -> [(order, bytes, event)]."""
     series: dict[tuple[str, str], list[tuple[int, int, Event]]] = {}
+    kept: dict[str, int] = {}  # per file: host_memory hints kept so far (of any rank)
     for ev in events:
-        if ev.kind == "hint" and ev.fields.get("hint") == "host_memory" and not ev.line.kernel:
+        if ev.kind == "hint" and ev.fields.get("hint") == "host_memory":
+            # the hints thinned out of a flood before this one (engine.scanner) still count in its order
+            kept[ev.line.file] = kept.get(ev.line.file, 0) + 1
+            if ev.line.kernel:
+                continue
+            skipped = max(0, ev.seq - kept[ev.line.file]) if ev.seq is not None else 0
             size = parse_size(ev.fields.get("value"), ev.fields.get("unit") or "M")
             if size:
                 key = (ev.line.file, ev.fields.get("who", ""))
-                series.setdefault(key, []).append((len(series.get(key, ())), size, ev))
+                series.setdefault(key, []).append((len(series.get(key, ())) + skipped, size, ev))
     return series
 
 

@@ -129,3 +129,34 @@ def test_common_lines_are_no_candidates(line: bytes) -> None:
     """Anchors are selective: the lines a training or kernel log is made of (a learning rate of 1e-9,
     `mem_alloc=`, a kernel version `5.15.0-91`) hold none, so the scanner never decodes them."""
     assert Scanner(RULES).prefilter.hits(line) == []
+
+
+def test_a_flood_of_one_hint_is_thinned_evenly_and_keeps_the_others() -> None:
+    """20,000 memory figures printed every step, a config line in their middle: the config line is
+    kept, the figures are thinned to at most HINT_HEAD + HINT_MIDDLE + HINT_TAIL spread over the whole
+    run, their count and the series' order stay those of the input, and the note says so."""
+    from oomwatch.engine import growth
+    from oomwatch.engine.facts import compute_facts
+    from oomwatch.engine.scanner import HINT_HEAD, HINT_MIDDLE, HINT_TAIL
+
+    n = 20_000
+    lines = [b"step %d loss 0.5 RSS: %d MB" % (i, 1000 + i // 10) for i in range(n)]
+    lines.insert(n // 2, b"dataset = load_from_disk(path, keep_in_memory=True)")
+    result = _scan(b"\n".join(lines) + b"\n")
+    figures = [e for e in result.events if e.kind == "hint" and e.fields.get("hint") == "host_memory"]
+    assert HINT_HEAD + HINT_TAIL < len(figures) <= HINT_HEAD + HINT_MIDDLE + HINT_TAIL
+    assert any(e.fields.get("hint") == "keep_in_memory" for e in result.events)
+    assert [e.line.no for e in result.events] == sorted(e.line.no for e in result.events)
+    (series,) = growth.printed_series(result.events).values()
+    order = [x for x, _, _ in series]
+    assert order[0] == 0 and order[-1] == n - 1 and order == sorted(order)  # the whole run, in its order
+    facts = compute_facts([], result.events, [], [], ["hint"], ["host_memory"])
+    assert facts["hints.host_memory"] == n
+    assert any("thinned out" in note for note in result.notes)
+
+
+def test_a_few_hints_are_all_kept() -> None:
+    lines = b"\n".join(b"step %d RSS: %d MB" % (i, 1000 + i) for i in range(500)) + b"\n"
+    result = _scan(lines)
+    assert len([e for e in result.events if e.kind == "hint"]) == 500
+    assert not any("thinned" in note for note in result.notes)
