@@ -1,16 +1,12 @@
 """Errors a user can cause; the CLI prints them as one line, never a traceback."""
 
+from oomwatch.engine.errors import OomwatchError, RulesError
 
-class OomwatchError(Exception):
-    """Base class: the message is shown to the user as is."""
+__all__ = ["ConfigError", "InputError", "OomwatchError", "RulesError"]
 
 
 class InputError(OomwatchError):
     """An input cannot be read (missing, a directory, no permission, broken gzip)."""
-
-
-class RulesError(OomwatchError):
-    """The rules cannot be loaded."""
 
 
 class ConfigError(OomwatchError):

@@ -28,7 +28,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from oomwatch.cli import _program
+from oomwatch.cli.diagnose import _program
 from oomwatch.engine.api import Engine
 from oomwatch.engine.kernel_lines import MAX_SIZE
 from oomwatch.engine.kernel_report import MAX_REPORTS

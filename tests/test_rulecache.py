@@ -159,7 +159,7 @@ def test_diagnose_imports_nothing_of_the_agent(tmp_path: Path) -> None:
         "from oomwatch.cli import main\n"
         f"r = CliRunner().invoke(main, ['diagnose', {str(ROOT / 'examples/torchrun-rank-oom/torchrun.log')!r}])\n"
         "assert r.exit_code == 3, r.output\n"
-        "print(sorted(m for m in sys.modules if m.startswith('oomwatch.agent') or m in ('yaml', 'oomwatch.cli_agent')))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('oomwatch.agent') or m in ('yaml', 'oomwatch.cli.agent')))\n"
     )
     env = {**os.environ, "OOMWATCH_CACHE_DIR": str(tmp_path / "c")}
     subprocess.run([sys.executable, "-c", probe], check=True, env=env, capture_output=True)  # builds the cache

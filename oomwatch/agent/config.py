@@ -25,8 +25,8 @@ from typing import Any
 import yaml
 
 from oomwatch.agent.http import parse_listen
+from oomwatch.engine.yamlsafe import OversizedFile, load_bounded, read_text_limited
 from oomwatch.errors import ConfigError
-from oomwatch.yamlsafe import OversizedFile, load_bounded, read_text_limited
 
 MAX_CONFIG_BYTES = 1 << 20  # the example config is 400 bytes
 

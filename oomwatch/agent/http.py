@@ -52,8 +52,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from oomwatch.agent.exporter import RenderCache
+from oomwatch.engine.yamlsafe import OversizedFile, load_bounded, read_text_limited
 from oomwatch.errors import ConfigError
-from oomwatch.yamlsafe import OversizedFile, load_bounded, read_text_limited
 
 __all__ = ["MetricsServer", "TLSServerConfig", "WebConfig", "load_web_config", "parse_listen"]
 

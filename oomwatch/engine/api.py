@@ -14,12 +14,12 @@ from pathlib import Path
 
 from oomwatch.engine.diagnose import diagnose
 from oomwatch.engine.diagnosis import Diagnosis
+from oomwatch.engine.errors import RulesError
 from oomwatch.engine.grouping import Grouping, group_inputs
 from oomwatch.engine.loader import RuleSet, load_rules
 from oomwatch.engine.model import LiveEvidence, Observed, Program
 from oomwatch.engine.prefilter import BlobStore
 from oomwatch.engine.scanner import Scanner, ScanResult
-from oomwatch.errors import RulesError
 
 
 class Engine:

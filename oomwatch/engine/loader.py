@@ -20,8 +20,8 @@ from oomwatch.engine.activity_rules import Activity, StreamRule, parse_activity,
 from oomwatch.engine.cause_rules import CauseRule, parse_cause
 from oomwatch.engine.code_rules import CodeRule, parse_code_rule
 from oomwatch.engine.conditions import Condition, parse_condition
+from oomwatch.engine.readlimit import OversizedFile, read_text_limited
 from oomwatch.engine.redos import backtracking_problems
-from oomwatch.readlimit import OversizedFile, read_text_limited
 
 T = TypeVar("T")
 MAX_RULES_FILE_BYTES = 4 << 20  # the largest shipped file is 40 kB; beyond this, parsing alone takes many seconds

@@ -3,7 +3,7 @@
 Imported only when rule files are read (not when the rules come from oomwatch.rulecache). The
 shipped rules are read with libyaml's C parser where PyYAML has it (several times faster); a
 `--rules` directory, which anyone may hand over, with the bounded pure-Python loader
-(oomwatch.yamlsafe: nesting depth and alias expansion bounded).
+(engine.yamlsafe: nesting depth and alias expansion bounded).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from oomwatch.yamlsafe import BoundedSafeLoader, load_bounded
+from oomwatch.engine.yamlsafe import BoundedSafeLoader, load_bounded
 
 YAMLError = yaml.YAMLError
 

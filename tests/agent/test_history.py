@@ -34,7 +34,7 @@ from oomwatch.agent.history import (
 )
 from oomwatch.agent.model import CgroupSample, NodeSample, ProcessSample, Tick
 from oomwatch.agent.notices import Notices
-from oomwatch.cli_history import history_cmd, parse_when
+from oomwatch.cli.history import history_cmd, parse_when
 from oomwatch.errors import InputError
 from oomwatch.procfs.pressure import Pressure, PressureLine
 from tests.conftest import ROOT, skip_or_fail

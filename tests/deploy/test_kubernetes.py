@@ -409,7 +409,7 @@ def test_args_are_the_agents_real_flags(ds: dict[str, Any], args: dict[str, str]
     unknown = set(args) - known
     assert not unknown, f"flags that `oomwatch agent --help` does not list: {sorted(unknown)}"
     # ...and the values parse as the agent parses them
-    from oomwatch.cli_agent import agent_cmd
+    from oomwatch.cli.agent import agent_cmd
 
     ctx = agent_cmd.make_context("agent", list(agent_container(ds)["args"]))
     config = load_config(None, {k: ctx.params[k] for k in ("listen", "state_dir")})

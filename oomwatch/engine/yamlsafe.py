@@ -16,7 +16,7 @@ from yaml.constructor import ConstructorError
 from yaml.events import AliasEvent
 from yaml.nodes import Node
 
-from oomwatch.readlimit import OversizedFile, read_text_limited
+from oomwatch.engine.readlimit import OversizedFile, read_text_limited
 
 __all__ = ["MAX_ALIASED_NODES", "MAX_DEPTH", "BoundedSafeLoader", "OversizedFile", "load_bounded", "read_text_limited"]
 

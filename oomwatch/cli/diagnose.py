@@ -1,4 +1,4 @@
-"""The `oomwatch` command line: thin commands that parse arguments, call one function, render."""
+"""`oomwatch diagnose LOG...`: read logs, say what killed the job and what to change."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from oomwatch import __version__
+from oomwatch.cli.common import FORMATS
 from oomwatch.errors import OomwatchError, RulesError
 from oomwatch.exitcodes import Exit, for_verdict, gravest
 from oomwatch.sources import display_name, input_size, read_chunks
@@ -21,57 +21,10 @@ from oomwatch.textsafe import escape_controls
 if TYPE_CHECKING:
     from oomwatch.engine.api import Engine
     from oomwatch.engine.diagnosis import Diagnosis
-    from oomwatch.engine.loader import RuleSet
     from oomwatch.engine.model import Program
     from oomwatch.engine.scanner import ScanResult
 
-# The engine (rules, prefilter, Hyperscan) is imported by the commands that use it: the agent
-# and `oomwatch top` should not carry it in memory.
-FORMATS = ("json", "markdown", "text")
-
 PROGRESS_MIN_BYTES = 50 << 20
-
-
-# The commands of the agent's side, imported only when one of them runs (or `--help` lists them):
-# `oomwatch diagnose` carries nothing of the agent.
-LAZY_COMMANDS = {
-    "agent": ("oomwatch.cli_agent", "agent_cmd"),
-    "top": ("oomwatch.cli_agent", "top_cmd"),
-    "run": ("oomwatch.cli_agent", "run_cmd"),
-    "history": ("oomwatch.cli_history", "history_cmd"),
-    "incidents": ("oomwatch.cli_agent", "incidents_group"),
-}
-
-
-class _LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
-            import importlib
-
-            module, attr = LAZY_COMMANDS[cmd_name]
-            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
-        return super().get_command(ctx, cmd_name)
-
-
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="oomwatch")
-def main() -> None:
-    """Why did my training job die of memory, and what do I change?
-
-    \b
-    Example:
-      oomwatch diagnose train.log dmesg.txt
-    """
-
-
-def _load(rules_dirs: tuple[Path, ...]) -> RuleSet:
-    from oomwatch.engine.api import Engine
-    from oomwatch.rulecache import load_rules_cached
-
-    return Engine.load(rules_dirs, loader=load_rules_cached).rules
 
 
 @contextmanager
@@ -85,7 +38,7 @@ def _progress(path: str) -> Iterator[Callable[[int], None] | None]:
         yield bar.update
 
 
-@main.command("diagnose")
+@click.command("diagnose")
 @click.argument("logs", nargs=-1, required=True, metavar="LOG...")
 @click.option(
     "--format", "-f", "fmt",
@@ -247,62 +200,3 @@ def _with_history(
         store.close()
     merged = engine.diagnose(scans, known=known, live=live, program=program) if known else result
     return dataclasses.replace(merged, notes=(*merged.notes, note))
-
-
-@main.group("rules")
-def rules_group() -> None:
-    """Inspect and check the rules (fingerprints and verdicts, as YAML data)."""
-
-
-@rules_group.command("lint")
-@click.argument("dirs", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
-def rules_lint(dirs: tuple[Path, ...]) -> None:
-    """Check the built-in rules plus DIRS: every error with file:line, exit 5 if any.
-
-    \b
-    Example:
-      $ oomwatch rules lint ./my-rules
-      ok: 142 fingerprints, 18 verdict rules, 23 event kinds
-    """
-    from oomwatch.engine.lint import lint
-    from oomwatch.engine.loader import load_rules
-
-    rules = load_rules(dirs)
-    errors = lint(rules)
-    for err in errors:
-        click.echo(str(err), err=True)
-    if errors:
-        click.echo(f"{len(errors)} error(s)", err=True)
-        sys.exit(Exit.RULES_INVALID)
-    click.echo(
-        f"ok: {len(rules.fingerprints)} fingerprints, {len(rules.verdicts)} verdict rules, "
-        f"{len(rules.causes)} cause rules, {len(rules.events)} event kinds"
-    )
-
-
-@rules_group.command("list")
-@click.option(
-    "--rules",
-    "rules_dirs",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-)
-def rules_list(rules_dirs: tuple[Path, ...]) -> None:
-    """List every rule: id, name, event or verdict, status.
-
-    \b
-    Example:
-      $ oomwatch rules list | grep cuda
-    """
-    try:
-        rules = _load(rules_dirs)
-    except OomwatchError as exc:
-        click.echo(f"oomwatch: {exc}", err=True)
-        sys.exit(Exit.RULES_INVALID)
-    for fp in rules.fingerprints:
-        click.echo(f"{fp.id}\t{fp.name}\tevent:{fp.event}\t{fp.status}")
-    for vr in rules.verdicts:
-        click.echo(f"{vr.id}\tverdict\tverdict:{vr.verdict}\t{'confirmed' if vr.confirmed else 'unconfirmed'}")
-    for cr in rules.causes:
-        kind = "fallback" if cr.fallback else "rule"
-        click.echo(f"{cr.id}\tcause\tverdicts:{','.join(cr.verdicts) or 'any'}\t{kind}")

@@ -1,0 +1,5 @@
+"""What the commands share: the output formats."""
+
+from __future__ import annotations
+
+FORMATS = ("json", "markdown", "text")

@@ -1,0 +1,65 @@
+"""Which part of oomwatch may import which: read from every module's own import statements (at the
+top and inside functions), never by importing it.
+
+* `oomwatch.engine` is the pure core: it imports nothing of oomwatch outside it;
+* the agent and the kernel-file readers (`procfs`, `cgroupfs`) import no command line (`oomwatch.cli`);
+* nothing but the command line itself imports the command line.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "oomwatch"
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    here = _module(path).split(".")
+    if path.name != "__init__.py":
+        here = here[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the module's package
+                base = here[: len(here) - node.level + 1]
+                found.add(".".join([*base, node.module] if node.module else base))
+            elif node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names)
+    return {m for m in found if m == "oomwatch" or m.startswith("oomwatch.")}
+
+
+MODULES = {_module(p): _imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_modules_were_read() -> None:
+    assert "oomwatch.engine.scanner" in MODULES and "oomwatch.cli.diagnose" in MODULES
+    assert "oomwatch.engine.loader" in MODULES["oomwatch.engine.api"]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "oomwatch.engine")))
+def test_the_engine_imports_only_the_engine(module: str) -> None:
+    outside = sorted(m for m in MODULES[module] if not _under(m, "oomwatch.engine") and m != "oomwatch")
+    assert not outside, f"{module} imports {outside}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not _under(m, "oomwatch.cli")))
+def test_only_the_command_line_imports_the_command_line(module: str) -> None:
+    cli = sorted(m for m in MODULES[module] if _under(m, "oomwatch.cli"))
+    assert not cli or module == "oomwatch.__main__", f"{module} imports {cli}"
