@@ -53,6 +53,11 @@ def cache_dir() -> Path | None:
     return Path(home) / ".cache" / "oomwatch" if home else None
 
 
+def _directory() -> Path | None:
+    """The cache's directory, or None when it is off (OOMWATCH_NO_CACHE) or has no place."""
+    return None if os.environ.get("OOMWATCH_NO_CACHE") else cache_dir()
+
+
 def _rule_files(directory: Path) -> list[Path]:
     files = [directory / n for n in ("events.yaml", "verdicts.yaml", "causes.yaml", "activities.yaml", "code.yaml")]
     return [f for f in files if f.is_file()] + sorted(directory.glob("fingerprints/*.yaml"))
@@ -167,14 +172,14 @@ class CacheStore:
 
 def cache_store() -> CacheStore | None:
     """The store of compiled databases, or None when the cache is off or has no place."""
-    directory = None if os.environ.get("OOMWATCH_NO_CACHE") else cache_dir()
+    directory = _directory()
     return CacheStore(directory) if directory is not None else None
 
 
 def load_rules_cached(extra_dirs: Iterable[Path] = ()) -> RuleSet:
     """The same RuleSet as `load_rules(extra_dirs)`, from the cache when it holds this build."""
     extra = tuple(Path(d) for d in extra_dirs)
-    directory = None if os.environ.get("OOMWATCH_NO_CACHE") else cache_dir()
+    directory = _directory()
     if directory is None:
         return load_rules(extra)
     try:

@@ -385,13 +385,12 @@ class _State:
         if self.hint_tails:
             kept = [ev for middle, _ in self.hint_middle.values() for ev in middle]
             kept += [ev for tail in self.hint_tails.values() for ev in tail]
-            thinned = sorted(
-                (name, middle[1]) for name, middle in self.hint_middle.items() if middle[1] > 1 or middle[0]
-            )
-            dropped = sum(n for n in self.hint_counts.values()) - sum(1 for ev in self.events if ev.kind == "hint")
-            dropped -= len(kept)
+            # only a stride past 1 drops lines: until then every line leaving a tail is kept
+            thinned = sorted((name, stride) for name, (_, stride) in self.hint_middle.items() if stride > 1)
+            heads = sum(min(n, HINT_HEAD) for n in self.hint_counts.values())
+            dropped = sum(self.hint_counts.values()) - heads - len(kept)
             if dropped > 0:
-                names = ", ".join(f"{name} (every {stride})" if stride > 1 else name for name, stride in thinned)
+                names = ", ".join(f"{name} (every {stride})" for name, stride in thinned)
                 self.notes.append(
                     f"{dropped} repeated hint lines in the middle of this input were thinned out: of {names}, "
                     f"the first {HINT_HEAD}, the latest {HINT_TAIL} and an evenly spaced sample between were kept"
