@@ -268,8 +268,8 @@ def measure(args: argparse.Namespace) -> int:
     before_import = self_status_kb("VmRSS")["VmRSS"]
     from prometheus_client import generate_latest
 
-    from oomwatch.agent.exporter import AgentCollector, registry_for
-    from oomwatch.agent.sampler import Sampler
+    from oomwatch.agent.sample.sampler import Sampler
+    from oomwatch.agent.serve.exporter import AgentCollector, registry_for
 
     farm = set(json.loads(Path(args.measure).read_text())["pids"])
     rss_imported = self_status_kb("VmRSS")["VmRSS"]
@@ -340,8 +340,8 @@ def measure(args: argparse.Namespace) -> int:
 
     # 1b. The rest of the daemon's first loop iteration on that first tick: the history's first record
     # (every process), the incidents' first look, the first render of the exposition.
-    from oomwatch.agent.history import HistoryStore
-    from oomwatch.agent.incidents import Incidents
+    from oomwatch.agent.history.store import HistoryStore
+    from oomwatch.agent.incidents.writer import Incidents
 
     with tempfile.TemporaryDirectory(prefix="oomwatch-bench-state-") as state_name:
         state = Path(state_name)
@@ -540,8 +540,8 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 def served(args: argparse.Namespace, sampler: Any, exporter: Any) -> dict[str, Any]:
-    from oomwatch.agent.exporter import registry_for
-    from oomwatch.agent.http import MetricsServer
+    from oomwatch.agent.serve.exporter import registry_for
+    from oomwatch.agent.serve.http import MetricsServer
 
     out: dict[str, Any] = {}
     server = MetricsServer(registry_for(exporter), "127.0.0.1:0", version=exporter.version)

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from oomwatch.agent.jobcode import locate_code, read_code
+from oomwatch.agent.sample.jobcode import locate_code, read_code
 from oomwatch.scripts import MAX_FILES, read_program, script_of, scripts_named
 
 

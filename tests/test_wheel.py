@@ -67,3 +67,10 @@ def test_wheel_installs_and_diagnoses_from_elsewhere(tmp_path: Path) -> None:
         cwd=elsewhere,
     )
     assert schema.stdout.strip() == b"True"
+    # every module of the source tree is in the wheel (a new subpackage missing from pyproject's list would
+    # install an agent that cannot import its own parts)
+    import zipfile
+
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".py")}
+    source = {p.relative_to(ROOT).as_posix() for p in (ROOT / "oomwatch").rglob("*.py")}
+    assert source <= shipped, sorted(source - shipped)

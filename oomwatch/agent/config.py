@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from oomwatch.agent.http import parse_listen
+from oomwatch.agent.serve.http import parse_listen
 from oomwatch.engine.yamlsafe import OversizedFile, load_bounded, read_text_limited
 from oomwatch.errors import ConfigError
 

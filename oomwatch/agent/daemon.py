@@ -19,19 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from oomwatch import __version__
+from oomwatch.agent.analyze.forecast import NODE, Trends, Warner
+from oomwatch.agent.analyze.strain import StrainWarner
 from oomwatch.agent.config import AgentConfig, load_config
-from oomwatch.agent.exporter import AgentCollector, registry_for
-from oomwatch.agent.forecast import NODE, Trends, Warner
-from oomwatch.agent.history import HistoryStore
-from oomwatch.agent.http import MetricsServer, WebConfig, load_web_config
-from oomwatch.agent.incidents import CounterKills, Incidents
-from oomwatch.agent.journalwatch import JOURNAL, JournalWatcher, journal_readable
-from oomwatch.agent.kmsgwatch import KmsgWatcher
-from oomwatch.agent.logwatch import LogFileWatcher
-from oomwatch.agent.procevents import ExitWatcher
-from oomwatch.agent.sampler import Sampler
-from oomwatch.agent.sigkills import Sigkills
-from oomwatch.agent.strain import StrainWarner
+from oomwatch.agent.history.store import HistoryStore
+from oomwatch.agent.incidents.sigkills import Sigkills
+from oomwatch.agent.incidents.writer import CounterKills, Incidents
+from oomwatch.agent.sample.sampler import Sampler
+from oomwatch.agent.serve.exporter import AgentCollector, registry_for
+from oomwatch.agent.serve.http import MetricsServer, WebConfig, load_web_config
+from oomwatch.agent.watch.exits import ExitWatcher
+from oomwatch.agent.watch.journal import JOURNAL, JournalWatcher, journal_readable
+from oomwatch.agent.watch.kmsg import KmsgWatcher
+from oomwatch.agent.watch.logfile import LogFileWatcher
 from oomwatch.engine.sizes import human
 from oomwatch.errors import ConfigError
 from oomwatch.paths import HostPaths

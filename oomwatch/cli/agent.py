@@ -182,7 +182,7 @@ def top_cmd(interval: float, once: bool, fmt: str, pss_budget: float, proc_root:
       $ oomwatch top
       $ oomwatch top --once --format json | jq '.jobs[].processes[] | {pid, role, uss_bytes}'
     """
-    from oomwatch.agent.sampler import Sampler
+    from oomwatch.agent.sample.sampler import Sampler
     from oomwatch.agent.top import History, render_json, render_text
 
     if interval <= 0 or not 0 <= pss_budget <= 1:
@@ -292,9 +292,9 @@ def run_cmd(
       $ oomwatch run --report oom.json -- python train.py --epochs 3
     """
     from oomwatch.agent.run import exit_status, render_samples, run_command
-    from oomwatch.layout import output_width, wrap
     from oomwatch.redact import redact_argv
-    from oomwatch.report import RENDERERS, render
+    from oomwatch.render.diagnosis import RENDERERS, render
+    from oomwatch.render.layout import output_width, wrap
     from oomwatch.sharedfile import write_for_people
     from oomwatch.textsafe import escape_controls
 
@@ -353,7 +353,7 @@ def run_cmd(
 
 
 def _incident_id_or_path(state_dir: Path, ident: str) -> Path:
-    from oomwatch.agent.incidents import incident_dir
+    from oomwatch.agent.incidents.writer import incident_dir
 
     direct = Path(ident)
     if direct.suffix == ".json" and direct.is_file():
@@ -386,9 +386,9 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
     ctx.obj = state_dir
     if ctx.invoked_subcommand is not None:
         return
-    from oomwatch.agent.incidents import incident_dir, list_incidents
+    from oomwatch.agent.incidents.writer import incident_dir, list_incidents
     from oomwatch.engine.roles import role_phrase
-    from oomwatch.layout import output_width, wrap
+    from oomwatch.render.layout import output_width, wrap
     from oomwatch.textsafe import escape_controls
 
     if not incident_dir(state_dir).is_dir():
@@ -436,13 +436,13 @@ def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None
     path of an incident's .json file. Control characters that processes put in their
     names or output are shown as escapes (\\x1b) in the text; --format json keeps them as data.
     """
-    from oomwatch.layout import output_width, rewrap
+    from oomwatch.render.layout import output_width, rewrap
     from oomwatch.textsafe import escape_lines
 
     path = _incident_id_or_path(state_dir, ident)
     if html_path is not None:
-        from oomwatch.agent.incident_html import write_incident_html
-        from oomwatch.agent.incidents import incident_problem
+        from oomwatch.agent.incidents.writer import incident_problem
+        from oomwatch.render.incident_html import write_incident_html
 
         problem = None
         try:

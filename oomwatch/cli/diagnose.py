@@ -117,8 +117,8 @@ def diagnose_cmd(
       $ oomwatch diagnose train.log dmesg.txt --command 'torchrun --nproc-per-node 4 train.py'
     """
     from oomwatch.engine.api import Engine
-    from oomwatch.layout import output_width
-    from oomwatch.report import render, render_each
+    from oomwatch.render.diagnosis import render, render_each
+    from oomwatch.render.layout import output_width
     from oomwatch.rulecache import cache_store, load_rules_cached
 
     try:
@@ -183,8 +183,8 @@ def _program(
 def _with_history(
     result: Diagnosis, scans: list[ScanResult], engine: Engine, db: Path, program: Program | None = None
 ) -> Diagnosis:
-    from oomwatch.agent.history import open_readonly
-    from oomwatch.agent.merge import from_history
+    from oomwatch.agent.history.merge import from_history
+    from oomwatch.agent.history.store import open_readonly
 
     try:
         store = open_readonly(db)

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
-from oomwatch.agent.history import CgroupRow, HistoryStore, ProcessRow, open_readonly
+from oomwatch.agent.history.store import CgroupRow, HistoryStore, ProcessRow, open_readonly
 from oomwatch.engine.sizes import human
 from oomwatch.errors import InputError
 from oomwatch.exitcodes import Exit

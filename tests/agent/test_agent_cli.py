@@ -121,6 +121,6 @@ def test_the_agent_does_not_load_the_log_engine():
 
 def test_diagnose_formats_match_the_renderers():
     from oomwatch.cli import FORMATS
-    from oomwatch.report import RENDERERS
+    from oomwatch.render.diagnosis import RENDERERS
 
     assert sorted(RENDERERS) == list(FORMATS)

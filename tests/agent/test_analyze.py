@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from oomwatch.agent.analyze import SOURCE, analyze
+from oomwatch.agent.analyze.job import SOURCE, analyze
 from scenarios.catalog import SCENARIOS
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.conftest import ROOT, require_root_cgroup, require_scenario_deps

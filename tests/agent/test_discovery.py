@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oomwatch.agent.discovery import Member, ProcInfo, classify, memory_cgroup_path, pod_uid, snapshot
+from oomwatch.agent.sample.discovery import Member, ProcInfo, classify, memory_cgroup_path, pod_uid, snapshot
 from oomwatch.paths import HostPaths
 
 PY = "/usr/bin/python3"

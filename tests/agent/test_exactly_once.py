@@ -15,10 +15,10 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from oomwatch.agent.exporter import AgentCollector, registry_for
-from oomwatch.agent.incidents import Incidents
-from oomwatch.agent.killid import kernel_kill_id, line_kill_id
-from oomwatch.agent.logwatch import LogFileWatcher
+from oomwatch.agent.incidents.killid import kernel_kill_id, line_kill_id
+from oomwatch.agent.incidents.writer import Incidents
+from oomwatch.agent.serve.exporter import AgentCollector, registry_for
+from oomwatch.agent.watch.logfile import LogFileWatcher
 from oomwatch.kmsg import kill_reports, parse_kmsg_record
 from tests.conftest import FIXTURES
 
@@ -143,7 +143,7 @@ class _StuckEngine:
 
 
 def test_a_diagnosis_that_takes_too_long_is_abandoned_and_the_kill_written_with_what_is_known(tmp_path: Path):
-    from oomwatch.report import RENDERERS
+    from oomwatch.render.diagnosis import RENDERERS
 
     pid, report = _report()
     incidents = Incidents(tmp_path / "state")

@@ -10,9 +10,9 @@ import subprocess
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from oomwatch.agent.exporter import PROCESS_LABELS, AgentCollector, RenderCache, exported_processes, registry_for
 from oomwatch.agent.model import ProcessSample, Tick
-from oomwatch.agent.sampler import Sampler
+from oomwatch.agent.sample.sampler import Sampler
+from oomwatch.agent.serve.exporter import PROCESS_LABELS, AgentCollector, RenderCache, exported_processes, registry_for
 from oomwatch.agent.top import History, render_text
 from tests.agent.proctree import MIB, rank_tree
 from tests.conftest import require_tool, run_oomwatch

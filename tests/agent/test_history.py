@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from oomwatch.agent.history import (
+from oomwatch.agent.history.store import (
     SCHEMA_VERSION,
     CgroupRow,
     HistoryStore,
@@ -33,7 +33,7 @@ from oomwatch.agent.history import (
     open_readonly,
 )
 from oomwatch.agent.model import CgroupSample, NodeSample, ProcessSample, Tick
-from oomwatch.agent.notices import Notices
+from oomwatch.agent.sample.notices import Notices
 from oomwatch.cli.history import history_cmd, parse_when
 from oomwatch.errors import InputError
 from oomwatch.procfs.pressure import Pressure, PressureLine
@@ -111,7 +111,7 @@ def test_a_smaps_reading_is_stored_once_in_the_tick_that_made_it(store_path: Pat
 
 
 def test_the_analyzers_take_a_carried_smaps_reading_once():
-    from oomwatch.agent.analyze import analyze
+    from oomwatch.agent.analyze.job import analyze
 
     # live samples (the agent's loners, `oomwatch run`) carry smaps_time: a repeated one is no new point
     rows = [
@@ -124,7 +124,7 @@ def test_the_analyzers_take_a_carried_smaps_reading_once():
 
 
 def test_a_process_keeps_its_latest_known_role_in_the_analysis():
-    from oomwatch.agent.analyze import analyze
+    from oomwatch.agent.analyze.job import analyze
 
     # a Manager() server: a "worker" until the DataLoader's workers appear, then the manager; the last
     # sample, as it dies, knows no role. Its growth is a manager's.
@@ -392,7 +392,7 @@ def test_the_file_stays_under_max_bytes(store_path: Path):
 WRITER = r"""
 import sys, time
 from pathlib import Path
-from oomwatch.agent.history import HistoryStore
+from oomwatch.agent.history.store import HistoryStore
 from oomwatch.agent.model import NodeSample, ProcessSample, Tick
 
 path, n, start, pause = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
@@ -834,7 +834,7 @@ def _written_bytes() -> int:
 @pytest.mark.slow
 def test_disk_use_per_hour(tmp_path: Path):
     """One hour of a 150-process job at a 1 s interval, maintenance as the agent runs it. Prints the
-    numbers quoted in oomwatch/agent/history.py (run with -s)."""
+    numbers quoted in oomwatch/agent/history/store.py (run with -s)."""
     n, seconds = 150, 3600
     rng = random.Random(7)
     base = [rng.randrange(200 * MIB, 8 * GIB) for _ in range(n)]

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from oomwatch.agent.incident_html import (
+from oomwatch.render.incident_html import (
     LIMIT_COLOUR,
     ROLE_STYLES,
     kill_time,

@@ -1,13 +1,13 @@
-"""A job keeps one name from start to finish (oomwatch.agent.jobnames over discovery.classify): the
+"""A job keeps one name from start to finish (oomwatch.agent.sample.jobnames over discovery.classify): the
 torchrun launcher keeps its ranks' run id when they die before it; a launcher seen before its ranks
 takes their run id when they appear; a tree whose root died keeps its stand-in name; a reused pid
 is named afresh."""
 
 from __future__ import annotations
 
-from oomwatch.agent.discovery import classify
-from oomwatch.agent.jobnames import StableJobs
-from oomwatch.agent.roles import ProcInfo
+from oomwatch.agent.sample.discovery import classify
+from oomwatch.agent.sample.jobnames import StableJobs
+from oomwatch.agent.sample.roles import ProcInfo
 
 RUN = {"TORCHELASTIC_RUN_ID": "llm-7b"}
 

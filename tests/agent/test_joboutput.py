@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from oomwatch.agent.joboutput import HEAD, TAIL, job_outputs, locate_outputs
+from oomwatch.agent.incidents.joboutput import HEAD, TAIL, job_outputs, locate_outputs
 
 WRITER = """
 import sys, time

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from oomwatch.agent.journalwatch import journal_command, journal_readable, parse_entry
+from oomwatch.agent.watch.journal import journal_command, journal_readable, parse_entry
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.agent.test_incidents import _hog_script, _run_hog, _wait_incidents
 from tests.conftest import require_root_cgroup, skip_or_fail, terminate

@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from oomwatch.agent.incidents import render_incident_text
+from oomwatch.agent.incidents.writer import render_incident_text
 from oomwatch.agent.model import CgroupSample, ProcessSample, Tick
 from oomwatch.agent.top import History, render_text
 from tests.agent.agentproc import AgentProcess

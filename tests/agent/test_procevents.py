@@ -20,8 +20,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from oomwatch.agent import procevents
-from oomwatch.agent.procevents import ExitWatcher, ProcExit, parse_messages
+from oomwatch.agent.watch import exits as procevents
+from oomwatch.agent.watch.exits import ExitWatcher, ProcExit, parse_messages
 
 EXIT = 0x80000000
 FORK = 0x00000001
@@ -342,7 +342,7 @@ def test_outside_the_initial_user_namespace_the_kernel_stays_silent(tmp_path):
     if unshare is None:
         pytest.skip("no unshare(1)")
     code = (
-        "from oomwatch.agent.procevents import ExitWatcher\n"
+        "from oomwatch.agent.watch.exits import ExitWatcher\n"
         "w = ExitWatcher(print, ack_timeout=0.5)\n"
         "print(w.start()); print(w.unavailable)\n"
     )

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from oomwatch.agent.notices import Notices
-from oomwatch.agent.proctable import RETRY_EMPTY_FOR, ProcessTable
+from oomwatch.agent.sample.notices import Notices
+from oomwatch.agent.sample.proctable import RETRY_EMPTY_FOR, ProcessTable
 from oomwatch.paths import HostPaths
 
 PID = 4242

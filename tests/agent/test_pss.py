@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oomwatch.agent.pss import Candidate, SmapsBudget
+from oomwatch.agent.sample.pss import Candidate, SmapsBudget
 
 MB = 1 << 20
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from oomwatch.agent.sampler import Sampler
+from oomwatch.agent.sample.sampler import Sampler
 from tests.agent.proctree import MIB, rank_tree, status_kb
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from oomwatch.agent.analyze import SOURCE, analyze
+from oomwatch.agent.analyze.job import SOURCE, analyze
+from oomwatch.agent.analyze.strain import StrainWarner
 from oomwatch.agent.model import CgroupSample, NodeSample, Tick
-from oomwatch.agent.strain import StrainWarner
 from oomwatch.engine.diagnose import diagnose
 from oomwatch.engine.loader import load_rules
 from oomwatch.engine.model import LiveEvidence

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from oomwatch.agent.sampler import Sampler
+from oomwatch.agent.sample.sampler import Sampler
 from oomwatch.paths import HostPaths
 from tests.agent.proctree import rank_tree
 from tests.conftest import skip_or_fail

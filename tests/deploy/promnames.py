@@ -15,10 +15,10 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from oomwatch.agent.exporter import AgentCollector, registry_for
-from oomwatch.agent.forecast import Forecast
-from oomwatch.agent.incidents import Incidents
+from oomwatch.agent.analyze.forecast import Forecast
+from oomwatch.agent.incidents.writer import Incidents
 from oomwatch.agent.model import CgroupSample, CollectorResult, GpuSample, NodeSample, ProcessSample, Tick
+from oomwatch.agent.serve.exporter import AgentCollector, registry_for
 from oomwatch.procfs.pressure import Pressure, PressureLine
 
 # Labels Prometheus itself puts on every scraped series (the agent never exports them).

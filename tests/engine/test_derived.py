@@ -248,7 +248,7 @@ def test_a_job_that_never_reached_a_training_step_ran_out_setting_up() -> None:
 
 
 def test_separate_programs_sharing_a_limit() -> None:
-    from oomwatch.agent.analyze import programs
+    from oomwatch.agent.analyze.job import programs
 
     samples = [
         {"pid": 10, "ppid": 1, "comm": "bash", "anon": 1 << 20},
@@ -262,7 +262,7 @@ def test_separate_programs_sharing_a_limit() -> None:
 
 
 def test_a_jobs_processes_are_one_program_whoever_their_parent_is_now() -> None:
-    from oomwatch.agent.analyze import programs
+    from oomwatch.agent.analyze.job import programs
 
     samples = [
         {"pid": 30, "ppid": 1, "comm": "python", "anon": 600 << 20, "job": "tree-30", "in_job": True},

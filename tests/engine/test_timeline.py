@@ -17,7 +17,7 @@ import pytest
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.stamps import parse_message_time, parse_prefix_time
-from oomwatch.report import render_json, render_markdown, render_text
+from oomwatch.render.diagnosis import render_json, render_markdown, render_text
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = ROOT / "tests" / "fixtures" / "captured" / "multinode_torchrun_rank_oom"

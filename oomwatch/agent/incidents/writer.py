@@ -19,21 +19,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oomwatch.agent import jobcode
-from oomwatch.agent.analyze import analyze, programs, this_run
+from oomwatch.agent.analyze.job import analyze, programs, this_run
 from oomwatch.agent.atomic import write_atomic
-from oomwatch.agent.joboutput import JobOutput, OutputFile, job_outputs, locate_outputs
-from oomwatch.agent.killid import agent_kill_id, boot_id, kernel_kill_id, line_kill_id
+from oomwatch.agent.incidents.joboutput import JobOutput, OutputFile, job_outputs, locate_outputs
+from oomwatch.agent.incidents.killid import agent_kill_id, boot_id, kernel_kill_id, line_kill_id
 from oomwatch.agent.model import ProcessSample, Tick
+from oomwatch.agent.sample import jobcode
 from oomwatch.engine.model import Evidence, Observed, Program, Victim
 from oomwatch.engine.roles import PYTHON_PREFIXES, role_phrase
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgRecord
-from oomwatch.layout import NOT_A_TERMINAL, table, wrap
+from oomwatch.render.layout import NOT_A_TERMINAL, table, wrap
 from oomwatch.textsafe import escape_controls, escape_lines
 
 if TYPE_CHECKING:
-    from oomwatch.agent.history import HistoryStore
+    from oomwatch.agent.history.store import HistoryStore
 
 log = logging.getLogger("oomwatch.agent")
 
@@ -195,7 +195,7 @@ class Incidents:
         if self._engine is None:
             from oomwatch.engine.api import Engine
             from oomwatch.engine.loader import load_rules
-            from oomwatch.report import RENDERERS
+            from oomwatch.render.diagnosis import RENDERERS
 
             # Python's re as the prefilter: a kernel report is ~100 lines, and Hyperscan's database
             # would add ~29 MB to the agent (measured) for no gain at that size.
@@ -590,7 +590,7 @@ class Incidents:
         kernel_log: bool,
     ) -> Path | None:
         """An incident for training processes killed by SIGKILL with no OOM report for them (see
-        :mod:`oomwatch.agent.sigkills`): the first of ``victims`` is the one named; ``short`` says
+        :mod:`oomwatch.agent.incidents.sigkills`): the first of ``victims`` is the one named; ``short`` says
         what showed memory short just before (None: it was not); ``died`` how the first one died.
         rules/verdicts.yaml decides the verdict from these."""
         first = victims[0]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from oomwatch.agent.atomic import write_atomic
-from oomwatch.agent.killid import boot_id
+from oomwatch.agent.incidents.killid import boot_id
 from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 
 log = logging.getLogger("oomwatch.agent")

@@ -51,7 +51,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from oomwatch.agent.exporter import RenderCache
+from oomwatch.agent.serve.exporter import RenderCache
 from oomwatch.engine.yamlsafe import OversizedFile, load_bounded, read_text_limited
 from oomwatch.errors import ConfigError
 

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from oomwatch.agent.model import GpuSample
-from oomwatch.agent.notices import Notices
+from oomwatch.agent.sample.notices import Notices
 
 
 class GpuCollector:

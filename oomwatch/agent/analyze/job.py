@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oomwatch.agent.forecast import fit
+from oomwatch.agent.analyze.forecast import fit
 from oomwatch.engine.model import Evidence, LiveEvidence, LiveProcess
 from oomwatch.engine.roles import role_phrase
 from oomwatch.engine.sizes import human

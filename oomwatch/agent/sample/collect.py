@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from oomwatch.agent.model import CgroupSample, NodeSample
-from oomwatch.agent.notices import Notices
+from oomwatch.agent.sample.notices import Notices
 from oomwatch.cgroupfs.detect import (
     CgroupMembership,
     CgroupMount,

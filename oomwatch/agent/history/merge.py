@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from oomwatch.agent.analyze import analyze, this_run
-from oomwatch.agent.history import HistoryStore
+from oomwatch.agent.analyze.job import analyze, this_run
+from oomwatch.agent.history.store import HistoryStore
 from oomwatch.engine.model import LiveEvidence
 from oomwatch.engine.roles import role_phrase
 

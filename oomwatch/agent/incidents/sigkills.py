@@ -2,14 +2,14 @@
 userspace OOM killer (systemd-oomd, earlyoom, the kubelet's eviction, Ray's memory monitor), a
 scheduler, a watchdog, a container runtime, or someone's ``kill -9``.
 
-The process events connector (:mod:`oomwatch.agent.procevents`) says which process died of which
+The process events connector (:mod:`oomwatch.agent.watch.exits`) says which process died of which
 signal. A SIGKILL death of a process the agent saw in a training job waits ``grace`` seconds for
 the kernel's report (an OOM kill is a SIGKILL too, and its report comes through the kernel log
 watcher a little later); if none came for that pid, one incident is written for the processes of
 its memory cgroup (else its job) killed together (a container kill ends them all at once): the
 largest of them is named, as an OOM killer would have chosen it. When the node's OOM-kill count
 rose meanwhile, the kernel log gets longer to tell (``slow_grace``); with no kernel log at all those
-kills are left to the counters (:class:`~oomwatch.agent.incidents.CounterKills`).
+kills are left to the counters (:class:`~oomwatch.agent.incidents.writer.CounterKills`).
 
 The verdict: ``userspace_oom_kill`` when memory was short at the time (:func:`memory_short`), else
 ``sigkill_unexplained``; unconfirmed as to who sent the signal, confirmed that it was SIGKILL.
@@ -23,9 +23,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from oomwatch.agent.incidents import Incidents
+from oomwatch.agent.incidents.writer import Incidents
 from oomwatch.agent.model import ProcessSample, Tick
-from oomwatch.agent.procevents import ProcExit
+from oomwatch.agent.watch.exits import ProcExit
 from oomwatch.engine.sizes import human
 from oomwatch.paths import HostPaths
 from oomwatch.procfs.vmstat import oom_kill, read_vmstat

@@ -51,7 +51,7 @@ from typing import Any
 from urllib.parse import quote
 
 from oomwatch.agent.model import Tick
-from oomwatch.agent.notices import Notices
+from oomwatch.agent.sample.notices import Notices
 from oomwatch.errors import InputError
 from oomwatch.procfs.pressure import Pressure
 

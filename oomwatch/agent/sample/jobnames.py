@@ -1,4 +1,4 @@
-"""A job keeps one name from start to finish: what :func:`oomwatch.agent.discovery.classify` names
+"""A job keeps one name from start to finish: what :func:`oomwatch.agent.sample.discovery.classify` names
 from one snapshot is held per process for as long as the process lives.
 
 A name from the job itself (the elastic run id, the Slurm job, the pod) is kept once seen: when the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from oomwatch.agent.discovery import Member
+from oomwatch.agent.sample.discovery import Member
 
 STAND_IN = "tree-"
 

@@ -30,12 +30,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from oomwatch import __version__
-from oomwatch.agent.incidents import RECENT_SECONDS
+from oomwatch.agent.incidents.writer import RECENT_SECONDS
 from oomwatch.agent.model import ProcessSample, Tick
 
 if TYPE_CHECKING:
-    from oomwatch.agent.forecast import Forecast
-    from oomwatch.agent.incidents import Incidents
+    from oomwatch.agent.analyze.forecast import Forecast
+    from oomwatch.agent.incidents.writer import Incidents
     from oomwatch.procfs.pressure import Pressure
 
 PROCESS_LABELS = ["training_job", "rank", "local_rank", "role", "pid", "comm"]

@@ -22,7 +22,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from oomwatch.agent.incidents import is_oom_kill
+from oomwatch.agent.incidents.writer import is_oom_kill
 from oomwatch.engine.sizes import human
 from oomwatch.sharedfile import write_for_people
 

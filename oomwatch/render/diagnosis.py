@@ -1,7 +1,7 @@
 """Render a Diagnosis: text for a person, JSON for machines, Markdown for an issue.
 
 Data in, text out; deterministic (no clock, no terminal queries: the text's width is an argument,
-which the command line takes from the terminal, see :func:`oomwatch.layout.output_width`). Text
+which the command line takes from the terminal, see :func:`oomwatch.render.layout.output_width`). Text
 wraps to that width and cuts nothing a person needs (an absurd line aside, and it says so);
 Markdown cuts nothing: tables and fences may be as wide as the log. Text and Markdown quote logs,
 process names and job names: control characters in them are shown as escapes (``\\x1b``, see
@@ -17,7 +17,7 @@ from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Cause, Evidence, OomReport
 from oomwatch.engine.sizes import human
 from oomwatch.engine.timeline import Failure
-from oomwatch.layout import NOT_A_TERMINAL, clip_quote, code, quote, table, wrap
+from oomwatch.render.layout import NOT_A_TERMINAL, clip_quote, code, quote, table, wrap
 from oomwatch.textsafe import code_fence, code_span, escape_controls, markdown_text
 
 HEADLINES = {

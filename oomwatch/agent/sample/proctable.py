@@ -20,9 +20,9 @@ import errno
 import os
 from dataclasses import dataclass
 
-from oomwatch.agent.discovery import cgroup_path
-from oomwatch.agent.notices import Notices
-from oomwatch.agent.roles import ProcInfo
+from oomwatch.agent.sample.discovery import cgroup_path
+from oomwatch.agent.sample.notices import Notices
+from oomwatch.agent.sample.roles import ProcInfo
 from oomwatch.cgroupfs.detect import CgroupMembership, mount_entries, parse_proc_cgroup
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone, process_files

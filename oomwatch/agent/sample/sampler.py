@@ -13,10 +13,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from oomwatch.agent.collect import CgroupCollector, collect_node
-from oomwatch.agent.discovery import Member, classify, memory_cgroup_path
-from oomwatch.agent.gpu import GpuCollector
-from oomwatch.agent.jobnames import StableJobs
 from oomwatch.agent.model import (
     TRAINING_ROLES,
     CgroupSample,
@@ -26,10 +22,14 @@ from oomwatch.agent.model import (
     ProcessSample,
     Tick,
 )
-from oomwatch.agent.notices import Notices
-from oomwatch.agent.proctable import ProcessTable, Tracked
-from oomwatch.agent.pss import OUTSIDE_JOBS, PRIORITY, Candidate, SmapsBudget
-from oomwatch.agent.roles import ProcInfo, has_rank_env, is_launcher, is_python
+from oomwatch.agent.sample.collect import CgroupCollector, collect_node
+from oomwatch.agent.sample.discovery import Member, classify, memory_cgroup_path
+from oomwatch.agent.sample.gpu import GpuCollector
+from oomwatch.agent.sample.jobnames import StableJobs
+from oomwatch.agent.sample.notices import Notices
+from oomwatch.agent.sample.proctable import ProcessTable, Tracked
+from oomwatch.agent.sample.pss import OUTSIDE_JOBS, PRIORITY, Candidate, SmapsBudget
+from oomwatch.agent.sample.roles import ProcInfo, has_rank_env, is_launcher, is_python
 from oomwatch.cgroupfs.detect import MemoryCgroup
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oomwatch.agent.atomic import write_atomic
-from oomwatch.agent.killid import kernel_kill_id
+from oomwatch.agent.incidents.killid import kernel_kill_id
 from oomwatch.kmsg import kill_spans
 
 log = logging.getLogger("oomwatch.agent")

@@ -1,0 +1,1 @@
+"""Serving: the latest tick as Prometheus metrics, over HTTP(S) with the exporter-toolkit web config."""
