@@ -184,7 +184,7 @@ def _with_history(
     result: Diagnosis, scans: list[ScanResult], engine: Engine, db: Path, program: Program | None = None
 ) -> Diagnosis:
     from oomwatch.agent.history.merge import from_history
-    from oomwatch.agent.history.store import open_readonly
+    from oomwatch.agent.history.reader import open_readonly
 
     try:
         store = open_readonly(db)

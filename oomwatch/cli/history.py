@@ -16,7 +16,8 @@ from typing import Any, NoReturn
 
 import click
 
-from oomwatch.agent.history.store import CgroupRow, HistoryStore, ProcessRow, open_readonly
+from oomwatch.agent.history.reader import HistoryReader, open_readonly
+from oomwatch.agent.history.schema import CgroupRow, ProcessRow
 from oomwatch.engine.sizes import human
 from oomwatch.errors import InputError
 from oomwatch.exitcodes import Exit
@@ -184,7 +185,7 @@ def history_cmd(
 
 
 def _show(
-    store: HistoryStore, job: str | None, pid: int | None, start: float | None, end: float | None, cgroups: bool,
+    store: HistoryReader, job: str | None, pid: int | None, start: float | None, end: float | None, cgroups: bool,
     fmt: str,
 ) -> None:  # fmt: skip
     step = float(store.get_meta("coarse_step") or 10.0)

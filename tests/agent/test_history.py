@@ -25,13 +25,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from oomwatch.agent.history.store import (
-    SCHEMA_VERSION,
-    CgroupRow,
-    HistoryStore,
-    ProcessRow,
-    open_readonly,
-)
+from oomwatch.agent.history.reader import open_readonly
+from oomwatch.agent.history.schema import SCHEMA_VERSION, CgroupRow, ProcessRow
+from oomwatch.agent.history.store import HistoryStore
 from oomwatch.agent.model import CgroupSample, NodeSample, ProcessSample, Tick
 from oomwatch.agent.sample.notices import Notices
 from oomwatch.cli.history import history_cmd, parse_when

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from oomwatch.agent.analyze.job import analyze, this_run
-from oomwatch.agent.history.store import HistoryStore
+from oomwatch.agent.history.reader import HistoryReader
 from oomwatch.engine.model import LiveEvidence
 from oomwatch.engine.roles import role_phrase
 
@@ -19,7 +19,7 @@ WINDOW = 300.0  # seconds of the job's history before the victim's last sample
 
 
 def from_history(
-    store: HistoryStore, victim_pids: list[int]
+    store: HistoryReader, victim_pids: list[int]
 ) -> tuple[dict[int, tuple[str, int | None]], LiveEvidence, str]:
     """(pid → (role, rank) seen live, the analyzers' facts and evidence, a note saying what was used)."""
     for pid in victim_pids:
