@@ -1,0 +1,103 @@
+"""A job's samples as one series per process, and what every analyzer shares: the source and numbering of the
+evidence lines, how a process and a time are named in them, and the spans worth comparing.
+
+Rows are ``history.schema.ProcessRow`` or anything with the same fields (live samples, or mappings).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from oomwatch.engine.model import Evidence, LiveProcess
+from oomwatch.engine.roles import role_phrase
+
+SOURCE = "agent history"
+MIB = 1 << 20
+# seconds between the first and last of at least three samples compared (the 2x thresholds and the
+# 32 MiB of growth in the rules guard the rest): a test's workers live half a second, sampled every 0.1 s
+MIN_SPAN = 0.2
+
+Facts = dict[str, Any]
+EvidenceMap = dict[str, tuple[Evidence, ...]]
+
+
+@dataclass
+class Series:
+    pid: int
+    role: str
+    rank: int | None
+    comm: str
+    points: list[tuple[float, int | None, int | None, int | None, int | None]]  # (time, rss, anon, uss, rchar)
+
+    def known(self, i: int) -> list[tuple[float, int]]:
+        """(time, value) where field ``i`` (1 rss, 2 anon, 3 uss, 4 rchar) is known."""
+        out: list[tuple[float, int]] = []
+        for p in self.points:
+            v = p[i]
+            if isinstance(v, int):
+                out.append((p[0], v))
+        return out
+
+
+class Lines:
+    """Evidence lines numbered in the order the analyzers give them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, text: str) -> Evidence:
+        self.count += 1
+        return Evidence(SOURCE, self.count, text)
+
+
+def get(row: Any, key: str) -> Any:
+    return row.get(key) if isinstance(row, Mapping) else getattr(row, key, None)
+
+
+def series(rows: Iterable[Any]) -> dict[int, Series]:
+    out: dict[int, Series] = {}
+    read_at: dict[int, Any] = {}
+    for r in sorted(rows, key=lambda r: float(get(r, "time"))):
+        pid = get(r, "pid")
+        s = out.get(pid)
+        if s is None:
+            s = out[pid] = Series(pid, get(r, "role") or "unknown", get(r, "rank"), get(r, "comm") or "", [])
+        role = get(r, "role")
+        if role and role != "unknown":  # its latest known role: a dying process's last sample says "unknown"
+            s.role = role
+        s.rank = get(r, "rank") if get(r, "rank") is not None else s.rank
+        uss, rchar = get(r, "uss"), get(r, "rchar")
+        smaps_time = get(r, "smaps_time")  # live samples carry it (stored rows hold each reading once)
+        if smaps_time is not None:
+            if read_at.get(pid) == smaps_time:
+                uss = rchar = None  # the same reading carried on to this sample: not a new measurement
+            read_at[pid] = smaps_time
+        s.points.append((float(get(r, "time")), get(r, "rss"), get(r, "anon"), uss, rchar))
+    for s in out.values():
+        s.points.sort(key=lambda p: p[0])
+    return out
+
+
+def clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 10) % 10}"
+
+
+def who(s: Series) -> str:
+    return f"pid {s.pid} ({s.comm}, {role_phrase(s.role, s.rank)})"
+
+
+def spans(points: list[tuple[float, int]]) -> bool:
+    """At least three samples over MIN_SPAN seconds: enough to compare."""
+    return len(points) >= 3 and points[-1][0] - points[0][0] >= MIN_SPAN
+
+
+def live(s: Series) -> LiveProcess:
+    """A process's private memory over time for the engine (its USS when smaps was read at least 3
+    times over MIN_SPAN, else its anonymous memory)."""
+    uss, reads = s.known(3), tuple(s.known(4))
+    if spans(uss):
+        return LiveProcess(s.pid, s.comm, s.role, s.rank, "USS", tuple(uss), reads)
+    return LiveProcess(s.pid, s.comm, s.role, s.rank, "anonymous", tuple(s.known(2)), reads)
