@@ -3,9 +3,14 @@ is brought up to date, the rows read back, and which SQLite errors mean the file
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("oomwatch.agent")
 
 FORMAT = "oomwatch.history"
 SCHEMA_VERSION = 3  # 2 added memory pressure (PSI avg10) to cgroup and node rows, and node totals; 3 rchar
@@ -178,3 +183,35 @@ def upgrade(conn: sqlite3.Connection, version: int) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def prepare(conn: sqlite3.Connection, path: Path) -> None:
+    """Check an existing file at ``path`` (raises Unusable or a corrupt DatabaseError) or create the schema."""
+    check = [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)")]
+    if check != ["ok"]:
+        detail = "; ".join(line for c in check for line in c.splitlines() if line and not line.startswith("***"))
+        raise Unusable(f"integrity check failed: {detail[:200]}")
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        # small pages: a tick's rows touch a few pages of each table and index, and each touched page is
+        # written whole to the WAL (and again at the checkpoint): 1 KiB halves what is written per tick
+        conn.execute("PRAGMA page_size = 1024")  # before auto_vacuum, or it does not hold
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before the first table, or it does not hold
+        conn.execute("PRAGMA journal_mode = WAL").fetchall()
+        conn.execute("BEGIN")
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)), ("created", str(time.time()))],
+        )
+        conn.execute("COMMIT")
+    else:
+        version = check_ours(conn, tables)
+        conn.execute("PRAGMA journal_mode = WAL").fetchall()
+        if version < SCHEMA_VERSION:
+            upgrade(conn, version)
+            log.info("history: %s upgraded from schema %d to %d", path, version, SCHEMA_VERSION)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(f"PRAGMA journal_size_limit = {16 << 20}")

@@ -50,17 +50,13 @@ from oomwatch.agent.history.reader import HistoryReader
 from oomwatch.agent.history.schema import (
     CGROUP_PRESSURE,
     CGROUP_SIZES,
-    FORMAT,
     LABEL_COLUMNS,
     NODE_COLUMNS,
     PROCESS_SIZES,
-    SCHEMA,
-    SCHEMA_VERSION,
     Unusable,
-    check_ours,
     insert,
     is_corrupt,
-    upgrade,
+    prepare,
 )
 from oomwatch.agent.model import Tick
 from oomwatch.agent.sample.notices import Notices
@@ -140,37 +136,6 @@ class HistoryStore(HistoryReader):
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
         return conn
 
-    def _prepare(self, conn: sqlite3.Connection) -> None:
-        """Check an existing file (raises Unusable or a corrupt DatabaseError) or create the schema."""
-        check = [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)")]
-        if check != ["ok"]:
-            detail = "; ".join(line for c in check for line in c.splitlines() if line and not line.startswith("***"))
-            raise Unusable(f"integrity check failed: {detail[:200]}")
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not tables:
-            # small pages: a tick's rows touch a few pages of each table and index, and each touched page is
-            # written whole to the WAL (and again at the checkpoint): 1 KiB halves what is written per tick
-            conn.execute("PRAGMA page_size = 1024")  # before auto_vacuum, or it does not hold
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before the first table, or it does not hold
-            conn.execute("PRAGMA journal_mode = WAL").fetchall()
-            conn.execute("BEGIN")
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?)",
-                [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)), ("created", str(time.time()))],
-            )
-            conn.execute("COMMIT")
-        else:
-            version = check_ours(conn, tables)
-            conn.execute("PRAGMA journal_mode = WAL").fetchall()
-            if version < SCHEMA_VERSION:
-                upgrade(conn, version)
-                log.info("history: %s upgraded from schema %d to %d", self.path, version, SCHEMA_VERSION)
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute(f"PRAGMA journal_size_limit = {16 << 20}")
-
     def _open(self) -> None:
         """Open or create the file; a corrupt or foreign one is moved aside. Never raises."""
         try:
@@ -207,7 +172,7 @@ class HistoryStore(HistoryReader):
     def _open_checked(self) -> sqlite3.Connection:
         conn = self._connect()
         try:
-            self._prepare(conn)
+            prepare(conn, self.path)
         except BaseException:
             conn.close()
             raise
