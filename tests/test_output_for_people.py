@@ -23,13 +23,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from oomwatch.agent.incidents.writer import INCIDENT_SCHEMA, render_incident_text
+from oomwatch.agent.incidents.writer import INCIDENT_SCHEMA
 from oomwatch.cli import main
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Evidence
 from oomwatch.engine.roles import role_phrase
 from oomwatch.render.diagnosis import render_markdown, render_text
+from oomwatch.render.incident_text import render_incident_text
 from oomwatch.render.layout import MAX_QUOTE, NOT_A_TERMINAL, code, output_width, quote, table, wrap
 from oomwatch.textsafe import escape_controls
 from tests.conftest import ROOT

@@ -442,7 +442,8 @@ def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None
     path = _incident_id_or_path(state_dir, ident)
     if html_path is not None:
         from oomwatch.agent.incidents.writer import incident_problem
-        from oomwatch.render.incident_html import write_incident_html
+        from oomwatch.render.incident_html import render_incident_html
+        from oomwatch.sharedfile import write_for_people
 
         problem = None
         try:
@@ -455,7 +456,7 @@ def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None
             problem = f"{path}: cannot read the incident: {exc}"
         if problem is None:
             try:
-                write_incident_html(doc, html_path)
+                write_for_people(html_path, render_incident_html(doc))
             except OSError as exc:
                 problem = f"cannot write {html_path}: {exc.strerror or exc}"
         if problem is not None:
