@@ -183,7 +183,8 @@ def top_cmd(interval: float, once: bool, fmt: str, pss_budget: float, proc_root:
       $ oomwatch top --once --format json | jq '.jobs[].processes[] | {pid, role, uss_bytes}'
     """
     from oomwatch.agent.sample.sampler import Sampler
-    from oomwatch.agent.top import History, render_json, render_text
+    from oomwatch.agent.top import History
+    from oomwatch.render.top import render_json, render_text
 
     if interval <= 0 or not 0 <= pss_budget <= 1:
         raise click.BadParameter("--interval must be > 0 and --pss-budget between 0 and 1")
