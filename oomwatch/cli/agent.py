@@ -292,12 +292,12 @@ def run_cmd(
       $ oomwatch run -- torchrun --nproc_per_node 8 train.py
       $ oomwatch run --report oom.json -- python train.py --epochs 3
     """
-    from oomwatch.agent.run import exit_status, render_samples, run_command
-    from oomwatch.redact import redact_argv
-    from oomwatch.render.diagnosis import RENDERERS, render
-    from oomwatch.render.layout import output_width, wrap
+    from oomwatch.agent.recorder import exit_status
+    from oomwatch.agent.run import run_command
+    from oomwatch.render.layout import output_width
+    from oomwatch.render.run import render_run
+    from oomwatch.render.run_report import run_report
     from oomwatch.sharedfile import write_for_people
-    from oomwatch.textsafe import escape_controls
 
     if interval <= 0:
         raise click.BadParameter("--interval must be > 0")
@@ -309,48 +309,11 @@ def run_cmd(
     except FileNotFoundError as exc:
         click.echo(f"oomwatch: {exc}", err=True)
         sys.exit(127)
-    status = exit_status(result.returncode)
-    how = f"was killed by signal {-result.returncode}" if result.returncode < 0 else f"exited with {status}"
-    shown = redact_argv(command)
-    width = output_width(sys.stderr)
-    head = "\n".join(wrap(escape_controls(f"oomwatch run: {shown[0]} {how} after {result.duration:.1f}s"), width,
-                          rest="  ", quoted=True))  # fmt: skip
-    if quiet:
-        pass
-    elif result.diagnosis is None:
-        click.echo(head, err=True)
-    else:
-        click.echo(f"\n{head}\n", err=True)
-        click.echo(render(fmt, result.diagnosis, width), nl=False, err=True)
-        click.echo("", err=True)
-        click.echo(render_samples(result.recorder, interval, width), nl=False, err=True)
-    for note in result.notes if not quiet else ():
-        click.echo("\n".join(wrap(escape_controls(note), width, "note: ", "  ")), err=True)
+    if not quiet:
+        click.echo(render_run(result, command, fmt, interval, output_width(sys.stderr)), nl=False, err=True)
     if report is not None:
-        doc = {
-            "command": shown,
-            "returncode": result.returncode,
-            "exit_status": status,
-            "duration_seconds": round(result.duration, 3),
-            "diagnosis": json.loads(RENDERERS["json"](result.diagnosis)) if result.diagnosis else None,
-            "kernel_lines": result.kernel_lines,
-            "processes": [
-                {
-                    "pid": pid,
-                    "role": s.last.role,
-                    "rank": s.last.rank,
-                    "comm": s.last.comm,
-                    "gone": s.gone,
-                    "peak": s.peak,
-                    "first_uss_bytes": s.first_uss,
-                    "last_uss_bytes": s.last.uss,
-                }
-                for pid, s in sorted(result.recorder.seen.items())
-            ],  # fmt: skip
-            "notes": result.notes,
-        }
-        write_for_people(report, json.dumps(doc, indent=2) + "\n")
-    sys.exit(status)
+        write_for_people(report, run_report(result, command))
+    sys.exit(exit_status(result.returncode))
 
 
 def _incident_id_or_path(state_dir: Path, ident: str) -> Path:
