@@ -351,8 +351,8 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from oomwatch.agent.incidents.writer import incident_dir, list_incidents
-    from oomwatch.engine.roles import role_phrase
-    from oomwatch.render.layout import output_width, wrap
+    from oomwatch.render.incident_text import render_incident_list
+    from oomwatch.render.layout import output_width
     from oomwatch.textsafe import escape_controls
 
     if not incident_dir(state_dir).is_dir():
@@ -367,16 +367,7 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
     if not docs:
         click.echo("no incidents")
         return
-    for doc in docs:
-        v = doc.get("victim", {})
-        d = doc.get("diagnosis", {})
-        causes = d.get("causes") or []
-        cause = causes[0].get("id") if causes else "-"
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.get("time", 0)))
-        role = role_phrase(v.get("role") or "-", v.get("rank"))
-        line = escape_controls(f"{doc['id']}  {when}  pid {v.get('pid')} {v.get('comm')} ({role})  "
-                               f"{d.get('verdict')}  cause: {cause}")  # fmt: skip
-        click.echo("\n".join(wrap(line, width, rest="    ", quoted=True)))
+    click.echo(render_incident_list(docs, width), nl=False)
 
 
 @incidents_group.command("show")

@@ -70,3 +70,20 @@ def _history_table(history: dict[str, Any], width: int) -> str:
 def summary_text(summary: str) -> str:
     """An undiagnosed incident's one summary, in place of the diagnosis's text."""
     return "\n".join(wrap(escape_controls(summary), NOT_A_TERMINAL, rest="  ")) + "\n"
+
+
+def render_incident_list(docs: list[dict[str, Any]], width: int = NOT_A_TERMINAL) -> str:
+    """``oomwatch incidents``: one entry per incident (id, time, victim, verdict, top cause), each wrapped
+    in ``width`` columns."""
+    out = []
+    for doc in docs:
+        v = doc.get("victim", {})
+        d = doc.get("diagnosis", {})
+        causes = d.get("causes") or []
+        cause = causes[0].get("id") if causes else "-"
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.get("time", 0)))
+        role = role_phrase(v.get("role") or "-", v.get("rank"))
+        line = escape_controls(f"{doc['id']}  {when}  pid {v.get('pid')} {v.get('comm')} ({role})  "
+                               f"{d.get('verdict')}  cause: {cause}")  # fmt: skip
+        out.append("\n".join(wrap(line, width, rest="    ", quoted=True)) + "\n")
+    return "".join(out)
