@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from oomwatch.agent.incidents.writer import INCIDENT_SCHEMA
+from oomwatch.agent.incidents.listing import INCIDENT_SCHEMA
 from oomwatch.cli import main
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis

@@ -317,7 +317,7 @@ def run_cmd(
 
 
 def _incident_id_or_path(state_dir: Path, ident: str) -> Path:
-    from oomwatch.agent.incidents.writer import incident_dir
+    from oomwatch.agent.incidents.listing import incident_dir
 
     direct = Path(ident)
     if direct.suffix == ".json" and direct.is_file():
@@ -350,7 +350,7 @@ def incidents_group(ctx: click.Context, state_dir: Path) -> None:
     ctx.obj = state_dir
     if ctx.invoked_subcommand is not None:
         return
-    from oomwatch.agent.incidents.writer import incident_dir, list_incidents
+    from oomwatch.agent.incidents.listing import incident_dir, list_incidents
     from oomwatch.render.incident_text import render_incident_list
     from oomwatch.render.layout import output_width
     from oomwatch.textsafe import escape_controls
@@ -396,7 +396,7 @@ def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None
 
     path = _incident_id_or_path(state_dir, ident)
     if html_path is not None:
-        from oomwatch.agent.incidents.writer import incident_problem
+        from oomwatch.agent.incidents.listing import incident_problem
         from oomwatch.render.incident_html import render_incident_html
         from oomwatch.sharedfile import write_for_people
 
