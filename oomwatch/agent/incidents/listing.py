@@ -1,6 +1,6 @@
-"""Incidents read back: where they are (``incident_dir``), every usable one on disk (``list_incidents``)
-and what makes a document unusable (``incident_problem``). Read by the agent at start, by
-``oomwatch incidents`` and by the exporter's recent incidents."""
+"""Incidents read back: where they are (``incident_dir``), every usable one on disk (``list_incidents``),
+what makes a document unusable (``incident_problem``) and one read for a page (``read_incident``). Read by
+the agent at start (its recent incidents and kill ids), by ``oomwatch incidents`` and by the exporter."""
 
 from __future__ import annotations
 
@@ -51,3 +51,17 @@ def incident_problem(doc: dict[str, Any]) -> str | None:
     if not isinstance(causes, list) or not all(isinstance(c, dict) for c in causes):
         return "malformed causes"
     return None
+
+
+def read_incident(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the incident document in ``path``, None), or (None, why it cannot be used: a line for people)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as exc:
+        return None, f"{path}: cannot read the incident: {exc}"
+    if not isinstance(doc, dict):
+        return None, f"{path}: not an incident (not a JSON object)"
+    problem = incident_problem(doc)
+    if problem is not None:
+        return None, f"{path}: not an incident of a usable shape ({problem})"
+    return doc, None
