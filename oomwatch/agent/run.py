@@ -99,48 +99,15 @@ def run_command(
 ) -> RunResult:
     paths = paths or HostPaths()
     notes: list[str] = []
-    kmsg: KmsgReader | None = None
-    try:
-        kmsg = KmsgReader(paths.kmsg)
-        kmsg.seek_end()
-    except OSError as exc:
-        notes.append(
-            f"cannot read {paths.kmsg} ({exc.strerror or exc}): the kernel's OOM reports are not included "
-            "(run as root, or with CAP_SYSLOG where kernel.dmesg_restrict=1)"
-        )
+    kmsg = _open_kmsg(paths, notes)
     records: deque[KmsgRecord] = deque(maxlen=KMSG_KEEP)
     started = time.monotonic()
-    pipe = subprocess.PIPE if capture else None
-    try:
-        proc = subprocess.Popen(list(argv), stdout=pipe, stderr=pipe)
-    except OSError as exc:
-        if kmsg is not None:
-            kmsg.close()
-        raise FileNotFoundError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-    captures = []
-    if capture:
-        assert proc.stdout is not None and proc.stderr is not None
-        captures = [
-            Capture(proc.stdout, stdout or sys.stdout.buffer),
-            Capture(proc.stderr, stderr or sys.stderr.buffer),
-        ]
+    proc, captures = _start(argv, capture, kmsg, stdout, stderr)
     forwarded = _forward_signals(proc)
     sampler = Sampler(paths, pss_budget=pss_budget, top_n=0, subtree=proc.pid)
     recorder = Recorder()
-    code: CodeRef | None = None
     try:
-        while True:
-            tick = sampler.tick()
-            recorder.add(tick)
-            if read_code and code is None:  # the script, from the first launcher or rank that names one
-                code = locate_code([p.pid for p in tick.processes if p.role in ("launcher", "rank")], paths.proc)
-            if kmsg is not None:
-                records.extend(kmsg.read_available())
-            try:
-                proc.wait(timeout=interval)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        code = _sample_until_exit(proc, sampler, recorder, kmsg, records, interval, paths.proc if read_code else None)
         returncode = proc.returncode
         # the kernel's report is written before the victim's parent sees it die; give it a moment
         time.sleep(0.05)
@@ -164,6 +131,67 @@ def run_command(
     program = (read_code_of(code) or _command_code(argv)) if read_code else None
     diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, program) if failed else None
     return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started)
+
+
+def _open_kmsg(paths: HostPaths, notes: list[str]) -> KmsgReader | None:
+    """/dev/kmsg from now on; where it cannot be read, a note saying why (and None, if it cannot be opened)."""
+    kmsg: KmsgReader | None = None
+    try:
+        kmsg = KmsgReader(paths.kmsg)
+        kmsg.seek_end()
+    except OSError as exc:
+        notes.append(
+            f"cannot read {paths.kmsg} ({exc.strerror or exc}): the kernel's OOM reports are not included "
+            "(run as root, or with CAP_SYSLOG where kernel.dmesg_restrict=1)"
+        )
+    return kmsg
+
+
+def _start(
+    argv: Sequence[str], capture: bool, kmsg: KmsgReader | None, stdout: IO[bytes] | None, stderr: IO[bytes] | None
+) -> tuple[subprocess.Popen[bytes], list[Capture]]:
+    """The command started, and its output passed through and kept (when ``capture``)."""
+    pipe = subprocess.PIPE if capture else None
+    try:
+        proc = subprocess.Popen(list(argv), stdout=pipe, stderr=pipe)
+    except OSError as exc:
+        if kmsg is not None:
+            kmsg.close()
+        raise FileNotFoundError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    captures = []
+    if capture:
+        assert proc.stdout is not None and proc.stderr is not None
+        captures = [
+            Capture(proc.stdout, stdout or sys.stdout.buffer),
+            Capture(proc.stderr, stderr or sys.stderr.buffer),
+        ]
+    return proc, captures
+
+
+def _sample_until_exit(
+    proc: subprocess.Popen[bytes],
+    sampler: Sampler,
+    recorder: Recorder,
+    kmsg: KmsgReader | None,
+    records: deque[KmsgRecord],
+    interval: float,
+    code_in: Path | None,
+) -> CodeRef | None:
+    """Sample the command's tree every ``interval`` until it exits, reading the kernel log as it goes;
+    the code it runs is located under ``code_in`` (the host's /proc; None: not read)."""
+    code: CodeRef | None = None
+    while True:
+        tick = sampler.tick()
+        recorder.add(tick)
+        if code_in is not None and code is None:  # the script, from the first launcher or rank that names one
+            code = locate_code([p.pid for p in tick.processes if p.role in ("launcher", "rank")], code_in)
+        if kmsg is not None:
+            records.extend(kmsg.read_available())
+        try:
+            proc.wait(timeout=interval)
+            return code
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _command_code(argv: Sequence[str]) -> Program | None:
