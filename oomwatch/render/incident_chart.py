@@ -128,6 +128,16 @@ def _chart(
     far_limits: list[_Cgroup],
     victim_label: str,
 ) -> str:
+    o = _axes(chart_id, title, sc)
+    o += _lines(series, cgroups, sc)
+    o += _limits(cgroups, far_limits, sc)
+    o += _kill(sc, victim_label)
+    o.append("</svg></figure>")
+    return "\n".join(o)
+
+
+def _axes(chart_id: str, title: str, sc: _Scale) -> list[str]:
+    """The figure's opening, the plot's frame, its grid and tick labels, the time axis's title."""
     plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
     o = [
         f'<figure class="chart-figure"><figcaption>{_text(title)}</figcaption>',
@@ -152,6 +162,14 @@ def _chart(
         f'<text class="axis-title" x="{_LEFT + plot_w / 2:.1f}" y="{_H - 6}" text-anchor="middle" fill="#333">'
         "time relative to the kill</text>"
     )
+    return o
+
+
+def _lines(
+    series: list[tuple[_Series, list[tuple[float, float | None]]]], cgroups: list[_Cgroup], sc: _Scale
+) -> list[str]:
+    """The cgroups' usage, then each process's line over it."""
+    o: list[str] = []
     # the cgroups' usage under the processes, their limits over them
     for cg in cgroups:
         d, alone = _path_d(cg.usage, sc)
@@ -177,6 +195,12 @@ def _chart(
             f'<circle class="point role-{s.key}" cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}"/>' for x, y in alone
         ]
     o.append("</g>")
+    return o
+
+
+def _limits(cgroups: list[_Cgroup], far_limits: list[_Cgroup], sc: _Scale) -> list[str]:
+    """Each cgroup's limit as a dashed line labelled with its value; a limit far above the chart as a note."""
+    o: list[str] = []
     label_ys: list[float] = []
     for cg in cgroups:
         if cg.limit is None or cg in far_limits:
@@ -201,6 +225,13 @@ def _chart(
             f'font-weight="bold">limit {_text(_size(cg.limit))}{_text(which)}: '
             "far above the chart, not to scale</text>"
         )
+    return o
+
+
+def _kill(sc: _Scale, victim_label: str) -> list[str]:
+    """The kill: a line across the plot at 0, labelled with the victim."""
+    plot_w = _W - _LEFT - _RIGHT
+    o: list[str] = []
     # the kill: a line across the plot, the label in the margin above it
     x = sc.x(0.0)
     right_half = x > _LEFT + plot_w / 2
@@ -211,8 +242,7 @@ def _chart(
         f'<text class="kill-label" x="{x + dx:.1f}" y="{_TOP - 13}" text-anchor="{anchor}" fill="{KILL_COLOUR}" '
         f'font-weight="bold">\u2715 killed {_text(victim_label)}</text></g>'
     )
-    o.append("</svg></figure>")
-    return "\n".join(o)
+    return o
 
 
 def _tail(path: str) -> str:
