@@ -80,7 +80,7 @@ class Ledger:
         job: str | None,
         comm: str,
         verdict: str,
-    ) -> _Pending | Path:
+    ) -> Pending | Path:
         """Take a kill on: counted and exported at once (its verdict from its kind, its cause not yet
         known) before anything is diagnosed or written; a kill taken on before gives its file's path."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
@@ -102,9 +102,9 @@ class Ledger:
             self.counts[key] = self.counts.get(key, 0) + 1
             self.recent.append((now, *key, PENDING_REMEDY, ident))
             self.last_time = now
-        return _Pending(kill_id, ident, now, pid, key)
+        return Pending(kill_id, ident, now, pid, key)
 
-    def _settle(self, pending: _Pending, key: tuple[str, str, str, str, str, str], remedy: str) -> None:
+    def _settle(self, pending: Pending, key: tuple[str, str, str, str, str, str], remedy: str) -> None:
         """The kill's labels, now that it is diagnosed: its count moves from the provisional ones."""
         with self.lock:
             left = self.counts.get(pending.key, 0) - 1
@@ -119,7 +119,7 @@ class Ledger:
                 (pending.time, *key, remedy, pending.ident) if e[-1] == pending.ident else e for e in entries
             )
 
-    def _store(self, pending: _Pending, doc: dict[str, Any], text: str) -> Path | None:
+    def _store(self, pending: Pending, doc: dict[str, Any], text: str) -> Path | None:
         """Write the incident's files; when the disk refuses (full, read-only, permission), keep them to
         try again (see :meth:`flush`) and say so."""
         item = _Unwritten(pending.ident, json.dumps(doc, indent=2) + "\n", text)
@@ -186,7 +186,7 @@ def alert_cause(diagnosis: dict[str, Any]) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
-class _Pending:
+class Pending:
     """A kill taken on: what it is, the incident it gets, and the labels it is counted under so far."""
 
     kill_id: str

@@ -22,7 +22,7 @@ from oomwatch.agent.analyze.job import analyze, programs
 from oomwatch.agent.incidents.gather import WINDOW, Gatherer, solo_job
 from oomwatch.agent.incidents.joboutput import JobOutput
 from oomwatch.agent.incidents.killid import agent_kill_id, boot_id, kernel_kill_id, line_kill_id
-from oomwatch.agent.incidents.ledger import NO_REMEDY, Ledger, _Pending, alert_cause
+from oomwatch.agent.incidents.ledger import NO_REMEDY, Ledger, Pending, alert_cause
 from oomwatch.agent.incidents.listing import INCIDENT_SCHEMA
 from oomwatch.agent.model import ProcessSample
 from oomwatch.engine.model import Evidence, Observed, Victim
@@ -130,7 +130,7 @@ class Incidents(Gatherer, Ledger):
 
     def _incident(
         self,
-        pending: _Pending,
+        pending: Pending,
         victim: ProcessSample | None,
         job: str | None,
         diagnose: Any,
@@ -195,7 +195,7 @@ class Incidents(Gatherer, Ledger):
 
     def _write(
         self,
-        pending: _Pending,
+        pending: Pending,
         victim: ProcessSample | None,
         job: str | None,
         diagnosis: Any,
@@ -243,7 +243,7 @@ class Incidents(Gatherer, Ledger):
 
     def _document(
         self,
-        pending: _Pending,
+        pending: Pending,
         victim: ProcessSample | None,
         job: str | None,
         comm: str,
@@ -272,7 +272,7 @@ class Incidents(Gatherer, Ledger):
 
     def _write_undiagnosed(
         self,
-        pending: _Pending,
+        pending: Pending,
         victim: ProcessSample | None,
         job: str | None,
         lines: list[str],
