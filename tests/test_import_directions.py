@@ -3,7 +3,9 @@ top and inside functions), never by importing it.
 
 * `oomwatch.engine` is the pure core: it imports nothing of oomwatch outside it;
 * the agent and the kernel-file readers (`procfs`, `cgroupfs`) import no command line (`oomwatch.cli`);
-* nothing but the command line itself imports the command line.
+* nothing but the command line itself imports the command line;
+* `oomwatch.render` (every output) imports no agent room that does I/O (sample, watch, incidents, history,
+  serve) and no command line: it takes values and returns text.
 """
 
 from __future__ import annotations
@@ -63,3 +65,13 @@ def test_the_engine_imports_only_the_engine(module: str) -> None:
 def test_only_the_command_line_imports_the_command_line(module: str) -> None:
     cli = sorted(m for m in MODULES[module] if _under(m, "oomwatch.cli"))
     assert not cli or module == "oomwatch.__main__", f"{module} imports {cli}"
+
+
+AGENT_IO_ROOMS = ("sample", "watch", "incidents", "history", "serve")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "oomwatch.render")))
+def test_render_imports_no_agent_room_doing_io_and_no_command_line(module: str) -> None:
+    banned = ["oomwatch.cli", *(f"oomwatch.agent.{room}" for room in AGENT_IO_ROOMS)]
+    found = sorted(m for m in MODULES[module] if any(_under(m, b) for b in banned))
+    assert not found, f"{module} imports {found}"

@@ -23,13 +23,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from oomwatch.agent.incidents.writer import INCIDENT_SCHEMA, render_incident_text
+from oomwatch.agent.incidents.listing import INCIDENT_SCHEMA
 from oomwatch.cli import main
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Evidence
 from oomwatch.engine.roles import role_phrase
 from oomwatch.render.diagnosis import render_markdown, render_text
+from oomwatch.render.incident_text import render_incident_text
 from oomwatch.render.layout import MAX_QUOTE, NOT_A_TERMINAL, code, output_width, quote, table, wrap
 from oomwatch.textsafe import escape_controls
 from tests.conftest import ROOT
@@ -293,7 +294,8 @@ def test_an_incident_written_at_100_columns_is_shown_in_a_narrower_terminal(tmp_
 
 def test_run_s_table_of_samples_fits_the_width() -> None:
     from oomwatch.agent.model import ProcessSample, Tick
-    from oomwatch.agent.run import Recorder, render_samples
+    from oomwatch.agent.recorder import Recorder
+    from oomwatch.render.run import render_samples
 
     gib = 1 << 30
 

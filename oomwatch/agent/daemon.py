@@ -23,8 +23,9 @@ from oomwatch.agent.analyze.forecast import NODE, Trends, Warner
 from oomwatch.agent.analyze.strain import StrainWarner
 from oomwatch.agent.config import AgentConfig, load_config
 from oomwatch.agent.history.store import HistoryStore
+from oomwatch.agent.incidents.counter import CounterKills
 from oomwatch.agent.incidents.sigkills import Sigkills
-from oomwatch.agent.incidents.writer import CounterKills, Incidents
+from oomwatch.agent.incidents.writer import Incidents
 from oomwatch.agent.sample.sampler import Sampler
 from oomwatch.agent.serve.exporter import AgentCollector, registry_for
 from oomwatch.agent.serve.http import MetricsServer, WebConfig, load_web_config

@@ -23,7 +23,7 @@ LAZY_COMMANDS = {
     "top": ("oomwatch.cli.agent", "top_cmd"),
     "run": ("oomwatch.cli.agent", "run_cmd"),
     "history": ("oomwatch.cli.history", "history_cmd"),
-    "incidents": ("oomwatch.cli.agent", "incidents_group"),
+    "incidents": ("oomwatch.cli.incidents", "incidents_group"),
 }
 
 

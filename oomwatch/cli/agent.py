@@ -1,8 +1,7 @@
-"""The live commands: ``oomwatch agent``, ``oomwatch top``, ``oomwatch run``."""
+"""The live commands: ``oomwatch agent``, ``oomwatch top``, ``oomwatch run`` (``incidents``: cli/incidents.py)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -183,7 +182,8 @@ def top_cmd(interval: float, once: bool, fmt: str, pss_budget: float, proc_root:
       $ oomwatch top --once --format json | jq '.jobs[].processes[] | {pid, role, uss_bytes}'
     """
     from oomwatch.agent.sample.sampler import Sampler
-    from oomwatch.agent.top import History, render_json, render_text
+    from oomwatch.agent.top import History
+    from oomwatch.render.top import render_json, render_text
 
     if interval <= 0 or not 0 <= pss_budget <= 1:
         raise click.BadParameter("--interval must be > 0 and --pss-budget between 0 and 1")
@@ -291,12 +291,12 @@ def run_cmd(
       $ oomwatch run -- torchrun --nproc_per_node 8 train.py
       $ oomwatch run --report oom.json -- python train.py --epochs 3
     """
-    from oomwatch.agent.run import exit_status, render_samples, run_command
-    from oomwatch.redact import redact_argv
-    from oomwatch.render.diagnosis import RENDERERS, render
-    from oomwatch.render.layout import output_width, wrap
+    from oomwatch.agent.recorder import exit_status
+    from oomwatch.agent.run import run_command
+    from oomwatch.render.layout import output_width
+    from oomwatch.render.run import render_run
+    from oomwatch.render.run_report import run_report
     from oomwatch.sharedfile import write_for_people
-    from oomwatch.textsafe import escape_controls
 
     if interval <= 0:
         raise click.BadParameter("--interval must be > 0")
@@ -308,168 +308,8 @@ def run_cmd(
     except FileNotFoundError as exc:
         click.echo(f"oomwatch: {exc}", err=True)
         sys.exit(127)
-    status = exit_status(result.returncode)
-    how = f"was killed by signal {-result.returncode}" if result.returncode < 0 else f"exited with {status}"
-    shown = redact_argv(command)
-    width = output_width(sys.stderr)
-    head = "\n".join(wrap(escape_controls(f"oomwatch run: {shown[0]} {how} after {result.duration:.1f}s"), width,
-                          rest="  ", quoted=True))  # fmt: skip
-    if quiet:
-        pass
-    elif result.diagnosis is None:
-        click.echo(head, err=True)
-    else:
-        click.echo(f"\n{head}\n", err=True)
-        click.echo(render(fmt, result.diagnosis, width), nl=False, err=True)
-        click.echo("", err=True)
-        click.echo(render_samples(result.recorder, interval, width), nl=False, err=True)
-    for note in result.notes if not quiet else ():
-        click.echo("\n".join(wrap(escape_controls(note), width, "note: ", "  ")), err=True)
+    if not quiet:
+        click.echo(render_run(result, command, fmt, interval, output_width(sys.stderr)), nl=False, err=True)
     if report is not None:
-        doc = {
-            "command": shown,
-            "returncode": result.returncode,
-            "exit_status": status,
-            "duration_seconds": round(result.duration, 3),
-            "diagnosis": json.loads(RENDERERS["json"](result.diagnosis)) if result.diagnosis else None,
-            "kernel_lines": result.kernel_lines,
-            "processes": [
-                {
-                    "pid": pid,
-                    "role": s.last.role,
-                    "rank": s.last.rank,
-                    "comm": s.last.comm,
-                    "gone": s.gone,
-                    "peak": s.peak,
-                    "first_uss_bytes": s.first_uss,
-                    "last_uss_bytes": s.last.uss,
-                }
-                for pid, s in sorted(result.recorder.seen.items())
-            ],  # fmt: skip
-            "notes": result.notes,
-        }
-        write_for_people(report, json.dumps(doc, indent=2) + "\n")
-    sys.exit(status)
-
-
-def _incident_id_or_path(state_dir: Path, ident: str) -> Path:
-    from oomwatch.agent.incidents.writer import incident_dir
-
-    direct = Path(ident)
-    if direct.suffix == ".json" and direct.is_file():
-        return direct
-    d = incident_dir(state_dir)
-    matches = sorted(d.glob(f"{ident}*.json")) if d.is_dir() else []
-    if len(matches) != 1:
-        what = "no incident" if not matches else f"{len(matches)} incidents"
-        raise click.UsageError(f"{what} matching {ident!r} in {d} (see `oomwatch incidents`)")
-    return matches[0]
-
-
-_state_option = click.option(
-    "--state-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("/var/lib/oomwatch"),
-    show_default=True, help="The agent's state directory.",
-)  # fmt: skip
-
-
-@click.group("incidents", invoke_without_command=True)
-@_state_option
-@click.pass_context
-def incidents_group(ctx: click.Context, state_dir: Path) -> None:
-    """List the OOM incidents the agent recorded on this node (oldest first).
-
-    \b
-    Example:
-      $ oomwatch incidents
-      $ oomwatch incidents show 20261130T014501Z-torchrun-run-1-4242
-    """
-    ctx.obj = state_dir
-    if ctx.invoked_subcommand is not None:
-        return
-    from oomwatch.agent.incidents.writer import incident_dir, list_incidents
-    from oomwatch.engine.roles import role_phrase
-    from oomwatch.render.layout import output_width, wrap
-    from oomwatch.textsafe import escape_controls
-
-    if not incident_dir(state_dir).is_dir():
-        click.echo(f"oomwatch: no incidents directory in {state_dir} (is the agent running with this --state-dir?)",
-                   err=True)  # fmt: skip
-        sys.exit(Exit.USAGE)
-    skipped: list[str] = []
-    width = output_width(sys.stdout)
-    docs = list_incidents(state_dir, skipped)
-    for line in skipped:
-        click.echo(escape_controls(f"oomwatch: skipped {line}"), err=True)
-    if not docs:
-        click.echo("no incidents")
-        return
-    for doc in docs:
-        v = doc.get("victim", {})
-        d = doc.get("diagnosis", {})
-        causes = d.get("causes") or []
-        cause = causes[0].get("id") if causes else "-"
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.get("time", 0)))
-        role = role_phrase(v.get("role") or "-", v.get("rank"))
-        line = escape_controls(f"{doc['id']}  {when}  pid {v.get('pid')} {v.get('comm')} ({role})  "
-                               f"{d.get('verdict')}  cause: {cause}")  # fmt: skip
-        click.echo("\n".join(wrap(line, width, rest="    ", quoted=True)))
-
-
-@incidents_group.command("show")
-@click.argument("ident", metavar="ID")
-@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option(
-    "--html",
-    "html_path",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Write the incident as one self-contained HTML page (charts of each process's memory over time, the "
-    "limit, the kill; nothing loaded from the network) to FILE instead of printing it. A new FILE is readable "
-    "by you only (0600); an existing one keeps its mode.",
-)
-@click.pass_obj
-def incidents_show(state_dir: Path, ident: str, fmt: str, html_path: Path | None) -> None:
-    """Show one incident: the diagnosis, the kernel's report and the job's recent history.
-
-    ID is an incident id (or its unique beginning) from `oomwatch incidents`, or the
-    path of an incident's .json file. Control characters that processes put in their
-    names or output are shown as escapes (\\x1b) in the text; --format json keeps them as data.
-    """
-    from oomwatch.render.layout import output_width, rewrap
-    from oomwatch.textsafe import escape_lines
-
-    path = _incident_id_or_path(state_dir, ident)
-    if html_path is not None:
-        from oomwatch.agent.incidents.writer import incident_problem
-        from oomwatch.render.incident_html import write_incident_html
-
-        problem = None
-        try:
-            doc = json.loads(path.read_text())
-            if not isinstance(doc, dict):
-                problem = f"{path}: not an incident (not a JSON object)"
-            elif incident_problem(doc) is not None:
-                problem = f"{path}: not an incident of a usable shape ({incident_problem(doc)})"
-        except (OSError, ValueError, RecursionError) as exc:
-            problem = f"{path}: cannot read the incident: {exc}"
-        if problem is None:
-            try:
-                write_incident_html(doc, html_path)
-            except OSError as exc:
-                problem = f"cannot write {html_path}: {exc.strerror or exc}"
-        if problem is not None:
-            click.echo(f"oomwatch: {problem}", err=True)
-            sys.exit(Exit.USAGE)
-        click.echo(f"wrote {html_path}")
-        return
-    if fmt == "json":
-        click.echo(path.read_text(), nl=False)
-        return
-    text = path.with_suffix(".txt")
-    if text.is_file():  # escaped again: one written by an older agent may hold raw ones
-        shown = escape_lines(text.read_bytes().decode("utf-8", "replace"))  # a lone \r is no line break
-        click.echo(rewrap(shown, output_width(sys.stdout)), nl=False)  # written at 100 columns
-    else:
-        doc = json.loads(path.read_text())
-        click.echo(json.dumps(doc.get("diagnosis"), indent=2))
+        write_for_people(report, run_report(result, command))
+    sys.exit(exit_status(result.returncode))

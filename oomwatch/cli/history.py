@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, fields
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -18,12 +14,10 @@ import click
 
 from oomwatch.agent.history.reader import HistoryReader, open_readonly
 from oomwatch.agent.history.schema import CgroupRow, ProcessRow
-from oomwatch.engine.sizes import human
 from oomwatch.errors import InputError
 from oomwatch.exitcodes import Exit
-from oomwatch.textsafe import escape_controls
+from oomwatch.render.history import cgroup_text, history_csv, history_json, process_text
 
-SCHEMA = "oomwatch.history/v1"
 DEFAULT_STATE_DIR = Path("/var/lib/oomwatch")
 HISTORY_FILE = "history.db"
 
@@ -50,73 +44,6 @@ def parse_when(text: str, now: float, option: str = "--since") -> float:
         f"{option} {text!r}: give a duration ago (30s, 10m, 2h, 1d) "
         "or an ISO time (2024-05-01T09:30, 2024-05-01T07:30Z)"
     )
-
-
-def _local(t: float) -> str:
-    return datetime.fromtimestamp(t).isoformat(timespec="seconds")
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]], right: frozenset[int]) -> str:
-    """Rows in columns. Comms, job names and cgroup paths are chosen by the processes: every cell is
-    escaped (no control character reaches the terminal, none starts a line of its own)."""
-    body = [list(header), *[[escape_controls(c) for c in r] for r in rows]]
-    widths = [max(len(r[i]) for r in body) for i in range(len(header))]
-    lines = []
-    for r in body:
-        cells = [r[i].rjust(widths[i]) if i in right else r[i].ljust(widths[i]) for i in range(len(header))]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines) + "\n"
-
-
-def _dash(v: int | None) -> str:
-    return "-" if v is None else str(v)
-
-
-_COARSE_NOTE = "* older than the fine window: the peak of each size over the {step:g} s from the row's time\n"
-
-
-def _process_text(rows: list[ProcessRow], step: float) -> str:
-    several_jobs = len({r.job for r in rows}) > 1
-    header = ["time", *(["job"] if several_jobs else []), "pid", "role", "rank", "comm",
-              "RSS", "anon", "USS", "PSS", "swap"]  # fmt: skip
-    first_size = header.index("RSS")
-    right = frozenset({header.index("pid"), header.index("rank"), *range(first_size, len(header))})
-    coarse = any(r.resolution >= step for r in rows)
-    out = []
-    for r in rows:
-        mark = "*" if r.resolution >= step else ""
-        out.append([_local(r.time) + mark, *([r.job or "-"] if several_jobs else []), str(r.pid), r.role,
-                    _dash(r.rank), r.comm, human(r.rss), human(r.anon), human(r.uss), human(r.pss),
-                    human(r.swap)])  # fmt: skip
-    text = _table(header, out, right)
-    if coarse:
-        text += _COARSE_NOTE.format(step=step)
-    return text
-
-
-def _cgroup_text(rows: list[CgroupRow], step: float) -> str:
-    header = ["time", "cgroup", "jobs", "usage", "limit", "eff.limit", "anon", "file", "shmem", "swap", "oom_kills"]
-    right = frozenset(range(3, len(header)))
-    coarse = any(r.resolution >= step for r in rows)
-    out = []
-    for r in rows:
-        mark = "*" if r.resolution >= step else ""
-        out.append([_local(r.time) + mark, r.path, r.jobs or "-", human(r.usage), human(r.limit),
-                    human(r.effective_limit), human(r.anon), human(r.file), human(r.shmem), human(r.swap),
-                    _dash(r.oom_kills)])  # fmt: skip
-    text = _table(header, out, right)
-    if coarse:
-        text += _COARSE_NOTE.format(step=step)
-    return text
-
-
-def _csv(rows: Sequence[ProcessRow] | Sequence[CgroupRow], kind: type[Any]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([f.name for f in fields(kind)])
-    for r in rows:
-        writer.writerow(["" if v is None else v for v in asdict(r).values()])
-    return buf.getvalue()
 
 
 @click.command("history")
@@ -193,18 +120,18 @@ def _show(
         cg_rows = store.cgroups(since=start, until=end)
         if job is not None:
             cg_rows = [r for r in cg_rows if job in r.jobs.split(",")]
-        _emit(fmt, "cgroups", "cgroup", cg_rows, CgroupRow, lambda: _cgroup_text(cg_rows, step))
+        _emit(fmt, "cgroups", "cgroup", cg_rows, CgroupRow, lambda: cgroup_text(cg_rows, step))
         return
     rows = store.processes(job=job, pid=pid, since=start, until=end)
-    _emit(fmt, "processes", "process", rows, ProcessRow, lambda: _process_text(rows, step))
+    _emit(fmt, "processes", "process", rows, ProcessRow, lambda: process_text(rows, step))
 
 
 def _emit(fmt: str, key: str, kind: str, rows: Sequence[Any], row_type: type[Any], text: Callable[[], str]) -> None:
     """Rows of one kind as json (under ``key``), csv or text; text says so when there are none."""
     if fmt == "json":
-        click.echo(json.dumps({"schema": SCHEMA, key: [asdict(r) for r in rows]}, indent=1))
+        click.echo(history_json(key, rows))
     elif fmt == "csv":
-        click.echo(_csv(rows, row_type), nl=False)
+        click.echo(history_csv(rows, row_type), nl=False)
     elif rows:
         click.echo(text(), nl=False)
     else:

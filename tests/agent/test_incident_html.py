@@ -26,13 +26,10 @@ from typing import Any
 
 import pytest
 
-from oomwatch.render.incident_html import (
-    LIMIT_COLOUR,
-    ROLE_STYLES,
-    kill_time,
-    render_incident_html,
-    write_incident_html,
-)
+from oomwatch.render.incident_chart import LIMIT_COLOUR
+from oomwatch.render.incident_html import render_incident_html
+from oomwatch.render.incident_values import ROLE_STYLES, kill_time
+from oomwatch.sharedfile import write_for_people
 from tests.conftest import FIXTURES, require_tool, run_oomwatch
 
 INCIDENTS = FIXTURES / "incidents"
@@ -334,11 +331,11 @@ def test_all_roles_minutes_and_far_limit():
 def test_write_is_atomic(tmp_path: Path):
     out = tmp_path / "incident.html"
     out.write_text("old")
-    write_incident_html(_doc(), out)
+    write_for_people(out, render_incident_html(_doc()))
     assert out.read_text() == render_incident_html(_doc())
     assert [p.name for p in tmp_path.iterdir()] == ["incident.html"]
     with pytest.raises(OSError):
-        write_incident_html(_doc(), tmp_path / "missing" / "x.html")
+        write_for_people(tmp_path / "missing" / "x.html", render_incident_html(_doc()))
     assert [p.name for p in tmp_path.iterdir()] == ["incident.html"]
 
 
@@ -576,7 +573,7 @@ def _hues(pixels: list[tuple[int, int, int]]) -> dict[int, int]:
 def test_chromium_draws_the_chart(tmp_path: Path):
     exe = _chromium()
     page_path = tmp_path / "incident.html"
-    write_incident_html(_doc(), page_path)
+    write_for_people(page_path, render_incident_html(_doc()))
     shot = tmp_path / "shot.png"
     started = time.monotonic()
     dom, measured, _ = _chromium_runs(
@@ -630,7 +627,7 @@ def test_chromium_draws_the_chart(tmp_path: Path):
 def test_chromium_draws_every_role_in_its_colour(tmp_path: Path):
     exe = _chromium()
     page_path = tmp_path / "torchrun.html"
-    write_incident_html(_torchrun_like(_doc()), page_path)
+    write_for_people(page_path, render_incident_html(_torchrun_like(_doc())))
     shot = tmp_path / "shot.png"
     started = time.monotonic()
     measured, _ = _chromium_runs(

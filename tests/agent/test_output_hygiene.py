@@ -11,9 +11,10 @@ import signal
 import sys
 from pathlib import Path
 
-from oomwatch.agent.incidents.writer import render_incident_text
 from oomwatch.agent.model import CgroupSample, ProcessSample, Tick
-from oomwatch.agent.top import History, render_text
+from oomwatch.agent.top import History
+from oomwatch.render.incident_text import render_incident_text
+from oomwatch.render.top import render_text
 from tests.agent.agentproc import AgentProcess
 from tests.conftest import FIXTURES, run_oomwatch
 

@@ -167,7 +167,7 @@ def test_a_measurement_that_contradicts_a_cause_rules_it_out() -> None:
 def test_an_undetermined_cause_is_said_plainly_everywhere() -> None:
     """Nothing discriminates: the text, Markdown and JSON say the cause is not determined, list what
     to collect, and an alert gets no fix."""
-    from oomwatch.agent.incidents.writer import NO_REMEDY, alert_cause
+    from oomwatch.agent.incidents.ledger import NO_REMEDY, alert_cause
     from oomwatch.render.diagnosis import render_json, render_markdown, render_text
 
     d = _diag(_ranks_report([150_000] * 4))

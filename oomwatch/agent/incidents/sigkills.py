@@ -9,7 +9,7 @@ watcher a little later); if none came for that pid, one incident is written for 
 its memory cgroup (else its job) killed together (a container kill ends them all at once): the
 largest of them is named, as an OOM killer would have chosen it. When the node's OOM-kill count
 rose meanwhile, the kernel log gets longer to tell (``slow_grace``); with no kernel log at all those
-kills are left to the counters (:class:`~oomwatch.agent.incidents.writer.CounterKills`).
+kills are left to the counters (:class:`~oomwatch.agent.incidents.counter.CounterKills`).
 
 The verdict: ``userspace_oom_kill`` when memory was short at the time (:func:`memory_short`), else
 ``sigkill_unexplained``; unconfirmed as to who sent the signal, confirmed that it was SIGKILL.

@@ -30,7 +30,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from oomwatch import __version__
-from oomwatch.agent.incidents.writer import RECENT_SECONDS
+from oomwatch.agent.incidents.ledger import RECENT_SECONDS
 from oomwatch.agent.model import ProcessSample, Tick
 
 if TYPE_CHECKING:

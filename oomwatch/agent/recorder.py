@@ -1,0 +1,119 @@
+"""What ``oomwatch run`` recorded of its command: every process seen in its tree (first, last and peak
+sizes, recent points for the analyzers), the node's swap and pressure, and how the run ended
+(``RunResult``). Pure values: ticks in; read by agent/run.py's diagnosis and by render's outputs.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomwatch.agent.model import ProcessSample, Tick
+from oomwatch.engine.diagnosis import Diagnosis
+
+NODE_POINTS = 3000  # node samples kept for the swap/pressure analyzer: 10 minutes at the default 0.2 s
+
+_Point = tuple[float, int | None, int | None, int | None, int | None]  # (time, rss, anon, uss, rchar)
+
+
+@dataclass
+class Seen:
+    """What the run saw of one process."""
+
+    first: ProcessSample
+    last: ProcessSample
+    first_time: float
+    last_time: float
+    peak: dict[str, int] = field(default_factory=dict)
+    first_uss: int | None = None
+    gone: bool = False
+    # the first sample and the recent ones, for the analyzers (what grew, how steadily)
+    points: deque[_Point] = field(default_factory=lambda: deque(maxlen=600))
+    first_point: _Point | None = None
+
+    def update(self, p: ProcessSample, t: float) -> None:
+        self.last, self.last_time = p, t
+        point = (t, p.rss, p.anon, p.uss, p.rchar)
+        if self.first_point is None:
+            self.first_point = point
+        self.points.append(point)
+        if self.first_uss is None and p.uss is not None:
+            self.first_uss = p.uss
+        for attr in ("rss", "anon", "uss", "pss", "swap"):
+            v = getattr(p, attr)
+            if v is not None and v > self.peak.get(attr, -1):
+                self.peak[attr] = v
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: dict[int, Seen] = {}
+        self.last_tick: Tick | None = None
+        self.peak_gpu: tuple[int, int] | None = None  # (used, total) at the highest use
+        # swap and pressure of the node, each tick, the last NODE_POINTS (the analyzers' input)
+        self.node: deque[dict[str, Any]] = deque(maxlen=NODE_POINTS)
+
+    def add(self, tick: Tick) -> None:
+        alive = set()
+        for p in tick.processes:
+            alive.add(p.pid)
+            s = self.seen.get(p.pid)
+            if s is None or s.gone:
+                s = self.seen[p.pid] = Seen(p, p, tick.time, tick.time)
+            s.update(p, tick.time)
+        for pid, s in self.seen.items():
+            if pid not in alive:
+                s.gone = True
+        for g in tick.gpus:
+            if g.used is not None and g.total and (self.peak_gpu is None or g.used > self.peak_gpu[0]):
+                self.peak_gpu = (g.used, g.total)
+        n = tick.node
+        if n is not None:
+            psi = n.pressure
+            self.node.append({
+                "time": tick.time, "resolution": tick.time - self.node[-1]["time"] if self.node else None,
+                "swap_total": n.swap_total, "swap_free": n.swap_free,
+                "pressure_some": psi.some.avg10 if psi is not None and psi.some is not None else None,
+                "pressure_full": psi.full.avg10 if psi is not None and psi.full is not None else None,
+            })  # fmt: skip
+        self.last_tick = tick
+
+    def peaks(self, alive_with: int | None = None) -> list[dict[str, Any]]:
+        """Each process seen (still there in the last second ``alive_with`` was seen, when given),
+        with its largest anonymous memory: what separate programs held when it was killed."""
+        mine = self.seen.get(alive_with) if alive_with is not None else None
+        since = mine.last_time - 1.0 if mine is not None else float("-inf")
+        # its first parent: a worker that outlives its rank by a moment is re-parented
+        return [{"pid": pid, "ppid": s.first.ppid, "comm": s.last.comm, "anon": s.peak.get("anon")}
+                for pid, s in self.seen.items() if s.last_time >= since]  # fmt: skip
+
+    def roles(self) -> dict[int, tuple[str, int | None]]:
+        return {pid: (s.last.role, s.last.rank) for pid, s in self.seen.items()}
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The samples as history rows (the analyzers' input)."""
+        out = []
+        for pid, s in self.seen.items():
+            points = list(s.points)
+            if s.first_point is not None and (not points or points[0] != s.first_point):
+                points.insert(0, s.first_point)
+            for t, rss, anon, uss, rchar in points:
+                out.append({"time": t, "pid": pid, "role": s.last.role, "rank": s.last.rank, "comm": s.last.comm,
+                            "rss": rss, "anon": anon, "uss": uss, "rchar": rchar})  # fmt: skip
+        return out
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    diagnosis: Diagnosis | None
+    recorder: Recorder
+    kernel_lines: list[str]
+    notes: list[str]
+    duration: float
+
+
+def exit_status(returncode: int) -> int:
+    """A shell's convention: killed by signal N exits 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
