@@ -28,7 +28,7 @@ from oomwatch.agent.sample import jobcode
 from oomwatch.engine.model import Evidence, Observed, Program, Victim
 from oomwatch.engine.roles import PYTHON_PREFIXES, role_phrase
 from oomwatch.engine.sizes import human
-from oomwatch.kmsg import KmsgRecord
+from oomwatch.procfs.kmsg import KmsgRecord
 from oomwatch.render.layout import NOT_A_TERMINAL, table, wrap
 from oomwatch.textsafe import escape_controls, escape_lines
 

@@ -3,7 +3,7 @@
 
 Runs ``journalctl -k -f -o json`` as a child process and reads its output: each entry's ``MESSAGE``
 becomes a dmesg-style line stamped with the kernel's own time (``_SOURCE_MONOTONIC_TIMESTAMP``), and
-the lines go to the same report splitter as kmsg records (``oomwatch.kmsg.kill_spans``) and to the
+the lines go to the same report splitter as kmsg records (``agent.watch.spans.kill_spans``) and to the
 same engine. The journal cursor of the last handled entry is kept in
 ``STATE_DIR/journal-position.json``: after a restart ``--after-cursor`` resumes there (no kill
 missed, none twice); on the first start only new entries are read. If journalctl ends (journald
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from oomwatch.agent.atomic import write_atomic
 from oomwatch.agent.incidents.killid import kernel_kill_id
-from oomwatch.kmsg import kill_spans
+from oomwatch.agent.watch.spans import kill_spans
 
 log = logging.getLogger("oomwatch.agent")
 

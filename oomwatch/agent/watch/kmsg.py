@@ -21,8 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from oomwatch.agent.atomic import write_atomic
-from oomwatch.agent.incidents.killid import boot_id
-from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
+from oomwatch.agent.watch.spans import kill_reports
+from oomwatch.paths import HostPaths
+from oomwatch.procfs.bootid import read_boot_id
+from oomwatch.procfs.kmsg import KmsgReader, KmsgRecord
 
 log = logging.getLogger("oomwatch.agent")
 
@@ -63,7 +65,7 @@ class KmsgWatcher:
         durable: Callable[[], bool] = lambda: True,
     ) -> None:
         self.reader = KmsgReader(kmsg)  # OSError (PermissionError) when not readable: the caller says so
-        self.position = Position(state_dir, boot_id(proc))
+        self.position = Position(state_dir, read_boot_id(HostPaths(proc=proc)))
         self.on_kill = on_kill
         self.durable = durable  # whether every incident handed on is on disk: only then is the position saved
         self.stop_event = threading.Event()

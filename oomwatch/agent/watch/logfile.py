@@ -1,7 +1,7 @@
 """Follow a kernel log *file* for OOM kills, when ``/dev/kmsg`` cannot be read: ``/var/log/kern.log``,
 a syslog file, or ``journalctl -k -f -o short-monotonic > FILE`` written by something else.
 
-Lines are handed to the same report splitter as kmsg records (``oomwatch.kmsg.kill_spans``) and
+Lines are handed to the same report splitter as kmsg records (``agent.watch.spans.kill_spans``) and
 to the same engine (the prefix of each line — syslog, journal, dmesg — is stripped there). The
 position (the file's device and inode, and the byte offset) is kept in
 ``STATE_DIR/logfile-position.json``: after a restart the file is read on from there (no kill
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from oomwatch.agent.atomic import write_atomic
-from oomwatch.kmsg import kill_spans
+from oomwatch.agent.watch.spans import kill_spans
 
 log = logging.getLogger("oomwatch.agent")
 
