@@ -63,3 +63,16 @@ def test_the_engine_imports_only_the_engine(module: str) -> None:
 def test_only_the_command_line_imports_the_command_line(module: str) -> None:
     cli = sorted(m for m in MODULES[module] if _under(m, "oomwatch.cli"))
     assert not cli or module == "oomwatch.__main__", f"{module} imports {cli}"
+
+
+KERNEL_FILES = {"oomwatch.procfs": ("oomwatch.procfs",), "oomwatch.cgroupfs": ("oomwatch.cgroupfs", "oomwatch.procfs")}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if any(_under(m, package) for package in KERNEL_FILES)))
+def test_the_kernel_file_readers_import_only_kernel_file_readers(module: str) -> None:
+    """procfs reads /proc (and /dev/kmsg) with nothing but ``oomwatch.paths``; cgroupfs adds procfs: every
+    other part reads the kernel's files through them, never the other way round."""
+    package = next(p for p in KERNEL_FILES if _under(module, p))
+    allowed = (*KERNEL_FILES[package], "oomwatch.paths")
+    outside = sorted(m for m in MODULES[module] if m != "oomwatch" and not any(_under(m, a) for a in allowed))
+    assert not outside, f"{module} imports {outside}"

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import yaml
 
@@ -153,6 +154,32 @@ def _load_tls(path: Path, raw: object) -> TLSServerConfig | None:
         return None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: tls_server_config: expected a mapping, got {_kind(raw)}")
+    values = _tls_values(path, raw)
+    if not values:  # `tls_server_config: {}`: plain HTTP, as with exporter-toolkit
+        return None
+    for key in ("cert_file", "key_file"):
+        if key not in values:
+            raise ConfigError(f"{path}: tls_server_config.{key} is missing (needed to serve HTTPS)")
+    files = _tls_files(path, values)
+    auth = _client_auth(path, values.get("client_auth_type", "NoClientCert"), "client_ca_file" in files)
+    min_version, max_version = _tls_versions(path, values)
+    tls = TLSServerConfig(
+        cert_file=files["cert_file"],
+        key_file=files["key_file"],
+        client_ca_file=files.get("client_ca_file"),
+        client_auth_type=auth,
+        min_version=min_version,
+        max_version=max_version,
+    )
+    try:
+        tls.ssl_context()
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return tls
+
+
+def _tls_values(path: Path, raw: dict[Any, Any]) -> dict[str, str]:
+    """The keys of ``tls_server_config`` that are set, checked to be known and strings."""
     values: dict[str, str] = {}
     for key, value in raw.items():
         name = f"tls_server_config.{key}"
@@ -167,11 +194,11 @@ def _load_tls(path: Path, raw: object) -> TLSServerConfig | None:
         if not isinstance(value, str):
             raise ConfigError(f"{path}: {name}: expected a string, got {_kind(value)}")
         values[key] = value
-    if not values:  # `tls_server_config: {}`: plain HTTP, as with exporter-toolkit
-        return None
-    for key in ("cert_file", "key_file"):
-        if key not in values:
-            raise ConfigError(f"{path}: tls_server_config.{key} is missing (needed to serve HTTPS)")
+    return values
+
+
+def _tls_files(path: Path, values: dict[str, str]) -> dict[str, Path]:
+    """The certificate, key and client CA files named, relative to the web config file; each must exist."""
     files: dict[str, Path] = {}
     for key in ("cert_file", "key_file", "client_ca_file"):
         if key in values:
@@ -180,13 +207,16 @@ def _load_tls(path: Path, raw: object) -> TLSServerConfig | None:
                 problem = "is not a file" if file.exists() else "does not exist"
                 raise ConfigError(f"{path}: tls_server_config.{key}: {file} {problem}")
             files[key] = file
-    auth = values.get("client_auth_type", "NoClientCert")
+    return files
+
+
+def _client_auth(path: Path, auth: str, has_ca: bool) -> str:
+    """``client_auth_type``, checked to be known and to agree with ``client_ca_file``."""
     if auth not in CLIENT_AUTH_TYPES:
         raise ConfigError(
             f"{path}: tls_server_config.client_auth_type: unknown value {auth!r} "
             f"(allowed: {', '.join(CLIENT_AUTH_TYPES)})"
         )
-    has_ca = "client_ca_file" in files
     if auth == "NoClientCert" and has_ca:
         raise ConfigError(
             f"{path}: tls_server_config.client_ca_file is set but client_auth_type is NoClientCert; "
@@ -194,6 +224,11 @@ def _load_tls(path: Path, raw: object) -> TLSServerConfig | None:
         )
     if auth != "NoClientCert" and not has_ca:
         raise ConfigError(f"{path}: tls_server_config.client_auth_type {auth} needs client_ca_file")
+    return auth
+
+
+def _tls_versions(path: Path, values: dict[str, str]) -> tuple[str, str | None]:
+    """(``min_version``, ``max_version``), checked to be known and in order."""
     for key in ("min_version", "max_version"):
         if key in values and values[key] not in TLS_VERSIONS:
             raise ConfigError(
@@ -203,19 +238,7 @@ def _load_tls(path: Path, raw: object) -> TLSServerConfig | None:
     max_version = values.get("max_version")
     if max_version is not None and TLS_VERSIONS[max_version] < TLS_VERSIONS[min_version]:
         raise ConfigError(f"{path}: tls_server_config.max_version {max_version} is below min_version {min_version}")
-    tls = TLSServerConfig(
-        cert_file=files["cert_file"],
-        key_file=files["key_file"],
-        client_ca_file=files.get("client_ca_file"),
-        client_auth_type=auth,
-        min_version=min_version,
-        max_version=max_version,
-    )
-    try:
-        tls.ssl_context()
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return tls
+    return min_version, max_version
 
 
 def _load_users(path: Path, raw: object) -> Mapping[str, str]:
