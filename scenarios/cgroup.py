@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from oomwatch.kmsg import KmsgRecord, parse_kmsg_record
-from oomwatch.kmsg import kmsg_records as _kmsg_records
+from oomwatch.procfs.kmsg import KmsgRecord, parse_kmsg_record
+from oomwatch.procfs.kmsg import kmsg_records as _kmsg_records
 
 V1_ROOT = Path("/sys/fs/cgroup/memory")
 KMSG = "/dev/kmsg"

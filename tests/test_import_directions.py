@@ -75,3 +75,16 @@ def test_render_imports_no_agent_room_doing_io_and_no_command_line(module: str) 
     banned = ["oomwatch.cli", *(f"oomwatch.agent.{room}" for room in AGENT_IO_ROOMS)]
     found = sorted(m for m in MODULES[module] if any(_under(m, b) for b in banned))
     assert not found, f"{module} imports {found}"
+
+
+KERNEL_FILES = {"oomwatch.procfs": ("oomwatch.procfs",), "oomwatch.cgroupfs": ("oomwatch.cgroupfs", "oomwatch.procfs")}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if any(_under(m, package) for package in KERNEL_FILES)))
+def test_the_kernel_file_readers_import_only_kernel_file_readers(module: str) -> None:
+    """procfs reads /proc (and /dev/kmsg) with nothing but ``oomwatch.paths``; cgroupfs adds procfs: every
+    other part reads the kernel's files through them, never the other way round."""
+    package = next(p for p in KERNEL_FILES if _under(module, p))
+    allowed = (*KERNEL_FILES[package], "oomwatch.paths")
+    outside = sorted(m for m in MODULES[module] if m != "oomwatch" and not any(_under(m, a) for a in allowed))
+    assert not outside, f"{module} imports {outside}"

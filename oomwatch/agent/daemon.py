@@ -28,7 +28,8 @@ from oomwatch.agent.incidents.sigkills import Sigkills
 from oomwatch.agent.incidents.writer import Incidents
 from oomwatch.agent.sample.sampler import Sampler
 from oomwatch.agent.serve.exporter import AgentCollector, registry_for
-from oomwatch.agent.serve.http import MetricsServer, WebConfig, load_web_config
+from oomwatch.agent.serve.http import MetricsServer
+from oomwatch.agent.serve.webconfig import WebConfig, load_web_config
 from oomwatch.agent.watch.exits import ExitWatcher
 from oomwatch.agent.watch.journal import JOURNAL, JournalWatcher, journal_readable
 from oomwatch.agent.watch.kmsg import KmsgWatcher

@@ -31,12 +31,13 @@ from oomwatch.agent.recorder import Recorder, RunResult
 from oomwatch.agent.sample.jobcode import CodeRef, locate_code
 from oomwatch.agent.sample.jobcode import read_code as read_code_of
 from oomwatch.agent.sample.sampler import Sampler
+from oomwatch.agent.watch.spans import kill_reports
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.loader import load_rules
 from oomwatch.engine.model import Program
-from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 from oomwatch.paths import HostPaths
+from oomwatch.procfs.kmsg import KmsgReader, KmsgRecord
 from oomwatch.redact import redact_argv
 from oomwatch.scripts import read_program
 

@@ -1,6 +1,6 @@
 """Find the memory cgroup of a process: ``/proc/self/mountinfo`` (Documentation/filesystems/proc.rst,
 "mountinfo") says where the hierarchies are mounted, ``/proc/PID/cgroup`` (man 7 cgroups) says
-where the process sits in each.
+where the process sits in each (both parsed in ``procfs.mountinfo`` and ``procfs.cgroup``).
 
 Samples::
 
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from oomwatch.paths import HostPaths
-from oomwatch.procfs import process_files
+from oomwatch.procfs import mountinfo
+from oomwatch.procfs.cgroup import CgroupMembership, read_proc_cgroup
 
 HOST_CGROUP_ROOT = PurePosixPath("/sys/fs/cgroup")
 
@@ -33,66 +34,21 @@ class CgroupMount:
 
 
 @dataclass(frozen=True)
-class CgroupMembership:
-    hierarchy_id: int | None
-    controllers: frozenset[str]
-    path: str
-
-
-@dataclass(frozen=True)
 class MemoryCgroup:
     version: int
     directory: Path  # holds memory.* files (v1 memory hierarchy, or v2 with the memory controller)
     v2_directory: Path | None  # the v2 directory (memory.pressure lives there, even on hybrid hosts)
 
 
-def _unescape(field: str) -> str:
-    # mountinfo octal-escapes space, tab, newline and backslash
-    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
-
-
-@dataclass(frozen=True)
-class MountEntry:
-    root: str  # field 4, unescaped
-    mount_point: str  # field 5, unescaped
-    fstype: str
-    super_options: tuple[str, ...]
-
-
-def mount_entries(text: str) -> list[MountEntry]:
-    """Every well-formed line of a mountinfo file; garbled lines are skipped."""
-    out = []
-    for line in text.splitlines():
-        left, sep, right = line.partition(" - ")
-        if not sep:
-            continue
-        lf, rf = left.split(), right.split()
-        if len(lf) < 5 or len(rf) < 3:
-            continue
-        out.append(MountEntry(_unescape(lf[3]), _unescape(lf[4]), rf[0], tuple(rf[2].split(","))))
-    return out
-
-
 def parse_mountinfo(text: str) -> list[CgroupMount]:
+    """The cgroup hierarchies mounted, from a mountinfo text."""
     mounts = []
-    for m in mount_entries(text):
+    for m in mountinfo.parse_mountinfo(text):
         if m.fstype == "cgroup2":
             mounts.append(CgroupMount(2, m.root, m.mount_point, frozenset()))
         elif m.fstype == "cgroup":
             mounts.append(CgroupMount(1, m.root, m.mount_point, frozenset(m.super_options)))
     return mounts
-
-
-def parse_proc_cgroup(text: str) -> list[CgroupMembership]:
-    out = []
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        hid = int(parts[0]) if parts[0].isdigit() else None
-        controllers = frozenset(c for c in parts[1].split(",") if c)
-        out.append(CgroupMembership(hid, controllers, parts[2]))
-    return out
 
 
 def memory_mounts(mounts: list[CgroupMount]) -> tuple[CgroupMount | None, CgroupMount | None]:
@@ -202,9 +158,8 @@ def memory_cgroup_of(
 
 def find_memory_cgroup(paths: HostPaths, pid: int) -> MemoryCgroup | None:
     """Read mountinfo, /proc/PID/cgroup and the v2 root's cgroup.controllers; raises ProcessGone."""
-    mounts = parse_mountinfo((paths.proc / "self" / "mountinfo").read_text())
-    with process_files(pid):
-        membership = parse_proc_cgroup((paths.proc / str(pid) / "cgroup").read_text())
+    mounts = parse_mountinfo(mountinfo.read_mountinfo_text(paths))
+    membership = read_proc_cgroup(paths, pid)
     _, v2_mount = memory_mounts(mounts)
     controllers: frozenset[str] = frozenset()
     if v2_mount is not None:

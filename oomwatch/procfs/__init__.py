@@ -1,4 +1,5 @@
-"""Pure parsers and thin readers for /proc files, one module per kernel file.
+"""Pure parsers and thin readers for /proc files (and ``/dev/kmsg``, the kernel's log), one module per
+kernel file; imports nothing of oomwatch but ``oomwatch.paths``.
 
 Each module has ``parse_x(text)`` (pure, never raises on garbage: unreadable numbers become None)
 and ``read_x(paths, ...)`` (three lines of I/O). Readers of /proc/PID files raise

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from oomwatch.agent.config import MAX_CONFIG_BYTES, load_config
-from oomwatch.agent.serve.http import load_web_config
+from oomwatch.agent.serve.webconfig import load_web_config
 from oomwatch.errors import ConfigError
 from tests.agent.agentproc import AgentProcess
 from tests.conftest import run_oomwatch

@@ -286,7 +286,7 @@ def test_live_forked_workers_of_a_rank():
 
 
 def test_the_memory_cgroup_of_a_hybrid_host_is_the_v1_memory_line():
-    from oomwatch.cgroupfs.detect import parse_proc_cgroup
+    from oomwatch.procfs.cgroup import parse_proc_cgroup
 
     hybrid = "12:memory:/kubepods/pod1/c1\n11:cpu,cpuacct:/kubepods/pod1/c1\n0::/\n"
     assert memory_cgroup_path(parse_proc_cgroup(hybrid)) == "/kubepods/pod1/c1"

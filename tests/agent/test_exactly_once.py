@@ -19,7 +19,8 @@ from oomwatch.agent.incidents.killid import kernel_kill_id, line_kill_id
 from oomwatch.agent.incidents.writer import Incidents
 from oomwatch.agent.serve.exporter import AgentCollector, registry_for
 from oomwatch.agent.watch.logfile import LogFileWatcher
-from oomwatch.kmsg import kill_reports, parse_kmsg_record
+from oomwatch.agent.watch.spans import kill_reports
+from oomwatch.procfs.kmsg import parse_kmsg_record
 from tests.conftest import FIXTURES
 
 CAPTURE = FIXTURES / "captured" / "memcg_dataloader_worker" / "kmsg.txt"

@@ -12,7 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.agent.sample.sampler import Sampler
-from oomwatch.agent.serve.exporter import PROCESS_LABELS, AgentCollector, RenderCache, exported_processes, registry_for
+from oomwatch.agent.serve.exporter import AgentCollector, RenderCache, registry_for
+from oomwatch.agent.serve.series import PROCESS_LABELS, exported_processes
 from oomwatch.agent.top import History
 from oomwatch.render.top import render_text
 from tests.agent.proctree import MIB, rank_tree

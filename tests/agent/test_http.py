@@ -19,7 +19,8 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Gauge
 
-from oomwatch.agent.serve.http import MetricsServer, WebConfig, load_web_config, parse_listen
+from oomwatch.agent.serve.http import MetricsServer, parse_listen
+from oomwatch.agent.serve.webconfig import WebConfig, load_web_config
 from oomwatch.errors import ConfigError, OomwatchError
 from tests.conftest import require_tool
 

@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from oomwatch.kmsg import kill_reports, parse_kmsg_record
+from oomwatch.agent.watch.spans import kill_reports
+from oomwatch.procfs.kmsg import parse_kmsg_record
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.cgroup_util import memory_cgroup
 from tests.conftest import FIXTURES, require_root_cgroup, run_oomwatch

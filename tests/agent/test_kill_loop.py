@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from oomwatch.kmsg import kill_reports, parse_kmsg_record
+from oomwatch.agent.watch.spans import kill_reports
+from oomwatch.procfs.kmsg import parse_kmsg_record
 from tests.agent.agentproc import AgentProcess
 from tests.agent.test_journalwatch import journald
 from tests.cgroup_util import enter, memory_cgroup

@@ -15,7 +15,8 @@ import urllib.request
 from pathlib import Path
 
 from oomwatch.agent.daemon import Agent
-from oomwatch.kmsg import kill_reports, parse_kmsg_record
+from oomwatch.agent.watch.spans import kill_reports
+from oomwatch.procfs.kmsg import parse_kmsg_record
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.conftest import FIXTURES, ROOT, require_root_cgroup
 

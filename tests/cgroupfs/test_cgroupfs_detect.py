@@ -11,10 +11,10 @@ from oomwatch.cgroupfs.detect import (
     memory_cgroup_of,
     memory_mounts,
     parse_mountinfo,
-    parse_proc_cgroup,
 )
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone
+from oomwatch.procfs.cgroup import parse_proc_cgroup
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 PROC = FIXTURES / "proc" / "python-sleep" / "proc"

@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from oomwatch.kmsg import unescape
+from oomwatch.procfs.kmsg import unescape
 
 KMSG = "/dev/kmsg"
 

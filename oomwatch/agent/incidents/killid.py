@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from oomwatch.paths import HostPaths
+from oomwatch.procfs.bootid import read_boot_id
+
 
 def boot_id(proc: Path = Path("/proc")) -> str:
     """This boot's id (the kernel's random one), or "" where it cannot be read."""
-    try:
-        return (proc / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
-    except OSError:
-        return ""
+    return read_boot_id(HostPaths(proc=proc))
 
 
 def kernel_kill_id(boot: str, usec: int, pid: int) -> str:

@@ -27,7 +27,7 @@ from oomwatch.agent.incidents.listing import INCIDENT_SCHEMA
 from oomwatch.agent.model import ProcessSample
 from oomwatch.engine.model import Evidence, Observed, Victim
 from oomwatch.engine.roles import role_phrase
-from oomwatch.kmsg import KmsgRecord
+from oomwatch.procfs.kmsg import KmsgRecord
 from oomwatch.render.incident_text import OOM_VERDICTS, render_incident_text, summary_text
 
 if TYPE_CHECKING:

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oomwatch.agent.sample.roles import ProcInfo, assign_roles, is_python
-from oomwatch.cgroupfs.detect import CgroupMembership, parse_proc_cgroup
 from oomwatch.paths import HostPaths
-from oomwatch.procfs import ProcessGone, process_files
+from oomwatch.procfs import ProcessGone
+from oomwatch.procfs.cgroup import CgroupMembership, read_proc_cgroup
 from oomwatch.procfs.cmdline import read_cmdline
 from oomwatch.procfs.environ import read_environ
 from oomwatch.procfs.stat import read_stat
@@ -162,8 +162,7 @@ def memory_cgroup_path(lines: Sequence[CgroupMembership]) -> str | None:
 def _cgroup_path(paths: HostPaths, pid: int) -> str | None:
     """:func:`cgroup_path` of /proc/PID/cgroup; None when unreadable."""
     try:
-        with process_files(pid):
-            lines = parse_proc_cgroup((paths.proc / str(pid) / "cgroup").read_text(errors="replace"))
+        lines = read_proc_cgroup(paths, pid, errors="replace")
     except (OSError, ProcessGone):
         return None
     return cgroup_path(lines)

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from oomwatch.agent.sample.discovery import cgroup_path
 from oomwatch.agent.sample.notices import Notices
 from oomwatch.agent.sample.roles import ProcInfo
-from oomwatch.cgroupfs.detect import CgroupMembership, mount_entries, parse_proc_cgroup
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone, process_files
+from oomwatch.procfs.cgroup import CgroupMembership, parse_proc_cgroup, read_proc_cgroup_text
 from oomwatch.procfs.cmdline import read_cmdline
 from oomwatch.procfs.environ import read_environ
+from oomwatch.procfs.mountinfo import parse_mountinfo, read_mountinfo_text
 from oomwatch.procfs.smaps_rollup import SmapsRollup
 from oomwatch.procfs.stat import read_stat
 from oomwatch.procfs.status import Status, parse_status_bytes
@@ -74,7 +75,7 @@ class ProcessTable:
 
     def _say_hidepid(self) -> None:
         try:
-            mountinfo = (self.paths.proc / "self" / "mountinfo").read_text()
+            mountinfo = read_mountinfo_text(self.paths)
         except OSError:
             return
         mode = hidepid(mountinfo, self._proc)
@@ -233,8 +234,7 @@ class ProcessTable:
 
     def _membership(self, pid: int) -> tuple[CgroupMembership, ...]:
         try:
-            with process_files(pid):
-                text = (self.paths.proc / str(pid) / "cgroup").read_text(errors="replace")
+            text = read_proc_cgroup_text(self.paths, pid, errors="replace")
         except (ProcessGone, OSError):
             return ()
         # the processes of a job share their cgroups: parsed once, and one tuple held for all of them
@@ -258,7 +258,7 @@ def hidepid(mountinfo: str, mount_point: str) -> str | None:
     """The ``hidepid=`` mode of the proc mount at ``mount_point`` (the last one mounted there), or None
     when processes are not hidden (no option, ``0`` or ``off``)."""
     mode = None
-    for m in mount_entries(mountinfo):
+    for m in parse_mountinfo(mountinfo):
         if m.fstype != "proc" or m.mount_point != mount_point:
             continue
         mode = None

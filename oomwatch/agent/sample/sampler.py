@@ -22,10 +22,10 @@ from oomwatch.agent.model import (
     ProcessSample,
     Tick,
 )
-from oomwatch.agent.sample.collect import CgroupCollector, collect_node
 from oomwatch.agent.sample.discovery import Member, classify, memory_cgroup_path
 from oomwatch.agent.sample.gpu import GpuCollector
 from oomwatch.agent.sample.jobnames import StableJobs
+from oomwatch.agent.sample.memory import CgroupCollector, collect_node
 from oomwatch.agent.sample.notices import Notices
 from oomwatch.agent.sample.proctable import ProcessTable, Tracked
 from oomwatch.agent.sample.pss import OUTSIDE_JOBS, PRIORITY, Candidate, SmapsBudget

@@ -1,270 +1,52 @@
-"""The agent's metrics endpoint: an HTTP(S) server for Prometheus, with basic auth.
+"""The agent's metrics endpoint: an HTTP(S) server for Prometheus, with basic auth, configured by a web
+config file (``serve.webconfig``: its format and what differs from exporter-toolkit).
 
-TLS and basic auth come from a *web config file* in the format Prometheus exporters read
-(prometheus/exporter-toolkit, ``docs/web-configuration.md``)::
-
-    tls_server_config:
-      cert_file: server.crt            # relative paths are relative to the web config file
-      key_file: server.key
-      client_ca_file: ca.crt           # optional: CAs that sign client certificates
-      client_auth_type: RequireAndVerifyClientCert
-      min_version: TLS12               # TLS12 (default) or TLS13; max_version likewise, optional
-    basic_auth_users:
-      prometheus: $2b$10$...           # user: bcrypt hash of the password
-    http_server_config: {}             # accepted and ignored
-
-Differences from exporter-toolkit: ``RequireAnyClientCert`` verifies the certificate like
-``RequireAndVerifyClientCert`` (Python's ``ssl`` cannot ask for a certificate without verifying it),
-``RequestClientCert``, ``cipher_suites``, ``curve_preferences``, ``client_allowed_sans`` and inline
-``cert``/``key``/``client_ca`` are refused rather than half-honoured; ``prefer_server_cipher_suites``
-is accepted and ignored (Go ignores it too). The certificate, key and client CA files are read again
-when they change on disk (a rotated Kubernetes secret), the web config file itself is not.
+The certificate, key and client CA files are read again when they change on disk (a rotated
+Kubernetes secret), the web config file itself is not.
 
 Endpoints: ``/metrics`` (``name[]=`` filters, OpenMetrics when asked for in ``Accept``, gzip),
 ``/`` (a page linking it), ``/-/healthy`` (``OK``, or 503 and why when the agent's sampling has stopped
 ticking); all of them behind basic auth when it is configured.
+
+Why not prometheus_client's own server (``start_http_server`` with ``certfile``, ``client_cafile``,
+``client_auth_required``): it has no basic auth; it serves the metrics on every path (no ``/-/healthy``,
+no 404) and answers HEAD with 405; it wraps the listening socket, so the TLS handshake runs in the
+accept loop (one silent client stalls every scrape) and the certificate is never read again; it can
+only require a client certificate or not (no ``VerifyClientCertIfGiven``), and trusts the system's CAs
+when no client CA is given; it looks up the host's FQDN when it binds (a DNS query); and it renders
+every scrape anew. What it does give is used: its encoders and content negotiation.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import gzip
-import hashlib
 import re
 import socket
 import socketserver
 import ssl
 import sys
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import bcrypt
-import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
+from oomwatch.agent.serve.basicauth import REALM, BasicAuth
 from oomwatch.agent.serve.exporter import RenderCache
-from oomwatch.engine.yamlsafe import OversizedFile, load_bounded, read_text_limited
+from oomwatch.agent.serve.webconfig import TLSServerConfig, WebConfig
 from oomwatch.errors import ConfigError
 
-__all__ = ["MetricsServer", "TLSServerConfig", "WebConfig", "load_web_config", "parse_listen"]
+__all__ = ["MetricsServer", "parse_listen"]
 
-CLIENT_AUTH_TYPES: Mapping[str, ssl.VerifyMode] = MappingProxyType(
-    {
-        "NoClientCert": ssl.CERT_NONE,
-        "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
-        "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
-        "RequireAnyClientCert": ssl.CERT_REQUIRED,  # verified all the same: see the module docstring
-    }
-)
-TLS_VERSIONS: Mapping[str, ssl.TLSVersion] = MappingProxyType(
-    {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
-)
-REALM = "oomwatch"
-MAX_WEB_CONFIG_BYTES = 1 << 20  # users and file names: kilobytes
-
-_TOP_KEYS = ("tls_server_config", "basic_auth_users", "http_server_config")
-_TLS_KEYS = ("cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version")
-_TLS_IGNORED = ("prefer_server_cipher_suites",)
-_TLS_UNSUPPORTED = ("cert", "key", "client_ca", "cipher_suites", "curve_preferences", "client_allowed_sans")
-_BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
-_BCRYPT_HINT = (
-    "expected a bcrypt hash starting with $2a$, $2b$ or $2y$; make one with `htpasswd -nBC 10 USER` "
-    "(the part after the colon) or `python -c 'import bcrypt, getpass; "
-    "print(bcrypt.hashpw(getpass.getpass().encode(), bcrypt.gensalt()).decode())'`"
-)
 _LISTEN = re.compile(r"(?:\[(?P<v6>[0-9A-Za-z:.%_-]*)\]|(?P<host>[0-9A-Za-z._-]*)):(?P<port>[0-9]{1,5})")
 
 HANDSHAKE_TIMEOUT_S = 10.0  # a client that connects and says nothing holds a thread this long at most
 REQUEST_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.2  # how long stop() may wait for the accept loop to notice
-_AUTH_CACHE_MAX = 1024
-
-
-@dataclass(frozen=True)
-class TLSServerConfig:
-    """``tls_server_config``: paths are absolute (resolved against the web config file's directory)."""
-
-    cert_file: Path
-    key_file: Path
-    client_ca_file: Path | None = None
-    client_auth_type: str = "NoClientCert"
-    min_version: str = "TLS12"
-    max_version: str | None = None
-
-    def ssl_context(self) -> ssl.SSLContext:
-        """A server context from the files as they are now; :class:`ConfigError` if ``ssl`` refuses them."""
-        if self.client_auth_type not in CLIENT_AUTH_TYPES:
-            raise ConfigError(
-                f"tls_server_config.client_auth_type: unknown value {self.client_auth_type!r} "
-                f"(allowed: {', '.join(CLIENT_AUTH_TYPES)})"
-            )
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = TLS_VERSIONS[self.min_version]
-        if self.max_version is not None:
-            ctx.maximum_version = TLS_VERSIONS[self.max_version]
-
-        def no_passphrase() -> bytes:
-            raise ConfigError(
-                f"tls_server_config.key_file: {self.key_file} is encrypted; oomwatch needs a key without a passphrase"
-            )
-
-        try:
-            ctx.load_cert_chain(self.cert_file, self.key_file, password=no_passphrase)
-        except (ssl.SSLError, OSError) as exc:
-            raise ConfigError(
-                f"tls_server_config: cannot load cert_file {self.cert_file} with key_file {self.key_file}: "
-                f"{_ssl_reason(exc)} (both must be PEM, and the key must belong to the certificate)"
-            ) from exc
-        ctx.verify_mode = CLIENT_AUTH_TYPES[self.client_auth_type]
-        if self.client_ca_file is not None:
-            try:
-                ctx.load_verify_locations(cafile=self.client_ca_file)
-            except (ssl.SSLError, OSError) as exc:
-                raise ConfigError(
-                    f"tls_server_config.client_ca_file: cannot load {self.client_ca_file}: {_ssl_reason(exc)} "
-                    "(expected PEM certificates)"
-                ) from exc
-        return ctx
-
-    def files(self) -> tuple[Path, ...]:
-        return (self.cert_file, self.key_file) + ((self.client_ca_file,) if self.client_ca_file else ())
-
-
-@dataclass(frozen=True)
-class WebConfig:
-    """A parsed, validated web config file. ``WebConfig()`` is plain HTTP without auth."""
-
-    tls: TLSServerConfig | None = None
-    basic_auth_users: Mapping[str, str] = field(default_factory=dict, repr=False)  # user -> bcrypt hash
-    path: Path | None = None  # the file it was read from, if any
-
-
-def load_web_config(path: Path) -> WebConfig:
-    """Read and check a web config file; every problem is a :class:`ConfigError` naming the file and key."""
-    try:
-        text = read_text_limited(path, MAX_WEB_CONFIG_BYTES)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: web config file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: web config file is a directory") from None
-    except (OSError, UnicodeDecodeError, OversizedFile) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{path}: cannot read web config file: {reason}") from None
-    try:
-        data = load_bounded(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {_yaml_reason(exc)}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: not valid YAML: nested too deep") from None
-    if data is None:  # an empty file: exporter-toolkit serves plain HTTP without auth
-        return WebConfig(path=path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping with keys {', '.join(_TOP_KEYS)}, got {_kind(data)}")
-    for key in data:
-        if key not in _TOP_KEYS:
-            raise ConfigError(f"{path}: unknown key {str(key)!r} (allowed: {', '.join(_TOP_KEYS)})")
-    tls = _load_tls(path, data.get("tls_server_config"))
-    users = _load_users(path, data.get("basic_auth_users"))
-    return WebConfig(tls=tls, basic_auth_users=users, path=path)
-
-
-def _load_tls(path: Path, raw: object) -> TLSServerConfig | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: tls_server_config: expected a mapping, got {_kind(raw)}")
-    values: dict[str, str] = {}
-    for key, value in raw.items():
-        name = f"tls_server_config.{key}"
-        if key in _TLS_UNSUPPORTED:
-            raise ConfigError(f"{path}: {name} is not supported by oomwatch")
-        if key in _TLS_IGNORED:
-            continue
-        if key not in _TLS_KEYS:
-            raise ConfigError(f"{path}: unknown key {name!r} (allowed: {', '.join(_TLS_KEYS + _TLS_IGNORED)})")
-        if value is None or value == "":
-            continue
-        if not isinstance(value, str):
-            raise ConfigError(f"{path}: {name}: expected a string, got {_kind(value)}")
-        values[key] = value
-    if not values:  # `tls_server_config: {}`: plain HTTP, as with exporter-toolkit
-        return None
-    for key in ("cert_file", "key_file"):
-        if key not in values:
-            raise ConfigError(f"{path}: tls_server_config.{key} is missing (needed to serve HTTPS)")
-    files: dict[str, Path] = {}
-    for key in ("cert_file", "key_file", "client_ca_file"):
-        if key in values:
-            file = path.parent / Path(values[key]).expanduser()
-            if not file.is_file():
-                problem = "is not a file" if file.exists() else "does not exist"
-                raise ConfigError(f"{path}: tls_server_config.{key}: {file} {problem}")
-            files[key] = file
-    auth = values.get("client_auth_type", "NoClientCert")
-    if auth not in CLIENT_AUTH_TYPES:
-        raise ConfigError(
-            f"{path}: tls_server_config.client_auth_type: unknown value {auth!r} "
-            f"(allowed: {', '.join(CLIENT_AUTH_TYPES)})"
-        )
-    has_ca = "client_ca_file" in files
-    if auth == "NoClientCert" and has_ca:
-        raise ConfigError(
-            f"{path}: tls_server_config.client_ca_file is set but client_auth_type is NoClientCert; "
-            "set client_auth_type to RequireAndVerifyClientCert or VerifyClientCertIfGiven"
-        )
-    if auth != "NoClientCert" and not has_ca:
-        raise ConfigError(f"{path}: tls_server_config.client_auth_type {auth} needs client_ca_file")
-    for key in ("min_version", "max_version"):
-        if key in values and values[key] not in TLS_VERSIONS:
-            raise ConfigError(
-                f"{path}: tls_server_config.{key}: unknown value {values[key]!r} (allowed: {', '.join(TLS_VERSIONS)})"
-            )
-    min_version = values.get("min_version", "TLS12")
-    max_version = values.get("max_version")
-    if max_version is not None and TLS_VERSIONS[max_version] < TLS_VERSIONS[min_version]:
-        raise ConfigError(f"{path}: tls_server_config.max_version {max_version} is below min_version {min_version}")
-    tls = TLSServerConfig(
-        cert_file=files["cert_file"],
-        key_file=files["key_file"],
-        client_ca_file=files.get("client_ca_file"),
-        client_auth_type=auth,
-        min_version=min_version,
-        max_version=max_version,
-    )
-    try:
-        tls.ssl_context()
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return tls
-
-
-def _load_users(path: Path, raw: object) -> Mapping[str, str]:
-    if raw is None:
-        return MappingProxyType({})
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: basic_auth_users: expected a mapping of user to bcrypt hash, got {_kind(raw)}")
-    users: dict[str, str] = {}
-    for user, hashed in raw.items():
-        if isinstance(user, int) and not isinstance(user, bool):
-            user = str(user)  # `1234: $2b$...`: YAML reads the name as a number
-        if not isinstance(user, str) or not user:
-            raise ConfigError(f"{path}: basic_auth_users: user names must be non-empty strings, got {user!r}")
-        if ":" in user:
-            raise ConfigError(f"{path}: basic_auth_users.{user}: a user name cannot contain ':' (basic auth)")
-        # never echo the value: a plain-text password put there by mistake must not land in a log
-        if not isinstance(hashed, str) or not _BCRYPT.fullmatch(hashed):
-            raise ConfigError(f"{path}: basic_auth_users.{user}: not a bcrypt hash ({_BCRYPT_HINT})")
-        users[user] = hashed
-    return MappingProxyType(users)
 
 
 def parse_listen(addr: str) -> tuple[str, int]:
@@ -314,7 +96,7 @@ class MetricsServer:
                 raise RuntimeError("MetricsServer.start: already started")
             wc = self._web_config
             tls = _TLSContexts(wc.tls) if wc.tls is not None else None
-            auth = _BasicAuth(wc.basic_auth_users)
+            auth = BasicAuth(wc.basic_auth_users)
             family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
             try:
                 server = _Server((self._host, self._port), family, self._registry, tls, auth, self._health, self._cache)
@@ -384,50 +166,6 @@ class _TLSContexts:
             return self._ctx
 
 
-class _BasicAuth:
-    """bcrypt checks, with good ``(user, password)`` pairs remembered by a hash (bcrypt is slow on purpose)."""
-
-    def __init__(self, users: Mapping[str, str]) -> None:
-        self._users = {user: hashed.encode() for user, hashed in users.items()}
-        self._good: set[bytes] = set()
-        self._lock = threading.Lock()
-        self._dummy = b""
-        if self._users:  # unknown users cost a bcrypt check too, so that timing does not tell who exists
-            cost = max(int(hashed[4:6]) for hashed in self._users.values())
-            self._dummy = bcrypt.hashpw(b"not a password", bcrypt.gensalt(rounds=cost))
-
-    def check(self, header: str | None) -> bool:
-        if not self._users:
-            return True
-        if not header:
-            return False
-        scheme, _, token = header.strip().partition(" ")
-        if scheme.lower() != "basic":
-            return False
-        try:
-            raw = base64.b64decode(token.strip(), validate=True)
-            user_bytes, sep, password = raw.partition(b":")
-            user = user_bytes.decode("utf-8")
-        except (binascii.Error, ValueError):
-            return False
-        if not sep:
-            return False
-        hashed = self._users.get(user)
-        key = hashlib.sha256(b"".join(len(p).to_bytes(4, "big") + p for p in (user_bytes, hashed or b"", password)))
-        digest = key.digest()
-        with self._lock:
-            if hashed is not None and digest in self._good:
-                return True
-        # bcrypt reads 72 bytes at most (as Go's does); the Python binding refuses longer ones instead
-        ok = bcrypt.checkpw(password[:72], hashed if hashed is not None else self._dummy) and hashed is not None
-        if ok:
-            with self._lock:
-                if len(self._good) >= _AUTH_CACHE_MAX:
-                    self._good.clear()
-                self._good.add(digest)
-        return ok
-
-
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64
@@ -438,7 +176,7 @@ class _Server(ThreadingHTTPServer):
         family: socket.AddressFamily,
         registry: CollectorRegistry,
         tls: _TLSContexts | None,
-        auth: _BasicAuth,
+        auth: BasicAuth,
         health: Callable[[], str | None] | None = None,
         cache: RenderCache | None = None,
     ) -> None:
@@ -574,23 +312,3 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if with_body:
             self.wfile.write(body)
-
-
-def _ssl_reason(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLError) and exc.reason:
-        return str(exc.reason).replace("_", " ").lower()
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc)
-
-
-def _yaml_reason(exc: yaml.YAMLError) -> str:
-    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
-        mark = exc.problem_mark
-        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
-    return " ".join(str(exc).split())
-
-
-def _kind(value: object) -> str:
-    kinds = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}
-    return kinds.get(type(value), type(value).__name__)

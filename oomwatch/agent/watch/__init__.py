@@ -1,2 +1,7 @@
 """Kernel events as they happen: OOM reports from ``/dev/kmsg``, the journal or a kernel log file, and process
-exits from the process events connector, each handed on to the incidents as it completes."""
+exits from the process events connector, each handed on to the incidents as it completes.
+
+``base`` is what the three followers of the kernel's log share (thread, restart, position file, settle
+time); ``spans`` says where a report starts and ends. Imports ``procfs``, ``agent.atomic`` and
+``agent.incidents.killid`` (a kill's identity); never the command line.
+"""

@@ -3,7 +3,7 @@
 
 Runs ``journalctl -k -f -o json`` as a child process and reads its output: each entry's ``MESSAGE``
 becomes a dmesg-style line stamped with the kernel's own time (``_SOURCE_MONOTONIC_TIMESTAMP``), and
-the lines go to the same report splitter as kmsg records (``oomwatch.kmsg.kill_spans``) and to the
+the lines go to the same report splitter as kmsg records (``agent.watch.spans.kill_spans``) and to the
 same engine. The journal cursor of the last handled entry is kept in
 ``STATE_DIR/journal-position.json``: after a restart ``--after-cursor`` resumes there (no kill
 missed, none twice); on the first start only new entries are read. If journalctl ends (journald
@@ -20,20 +20,17 @@ import select
 import shutil
 import subprocess
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from oomwatch.agent.atomic import write_atomic
 from oomwatch.agent.incidents.killid import kernel_kill_id
-from oomwatch.kmsg import kill_spans
+from oomwatch.agent.watch.base import KEEP, KernelLogWatcher
+from oomwatch.agent.watch.spans import kill_spans
 
 log = logging.getLogger("oomwatch.agent")
 
-SETTLE = 0.15  # seconds of quiet after a kill line before the report is handed on
-KEEP = 4000  # entries kept to find a report's header
 POSITION_FILE = "journal-position.json"
 RESTART_AFTER = 2.0  # seconds before journalctl is started again when it ended
 JOURNAL = "journal"  # the --kernel-log value that selects this watcher
@@ -112,7 +109,11 @@ def journal_readable(journalctl: str | None = None) -> str | None:
     return None
 
 
-class JournalWatcher:
+class JournalWatcher(KernelLogWatcher):
+    thread_name = "oomwatch-journal"
+    position_file = POSITION_FILE
+    restart_after = RESTART_AFTER
+
     def __init__(
         self,
         state_dir: Path,
@@ -123,11 +124,11 @@ class JournalWatcher:
         exe = journalctl or shutil.which("journalctl")
         if exe is None:
             raise FileNotFoundError("journalctl is not installed")
+        super().__init__(state_dir, on_kill, durable)
         self.journalctl = exe
-        self.on_kill = on_kill
-        self.durable = durable  # whether every incident handed on is on disk: only then is the cursor saved
-        self.position_path = state_dir / POSITION_FILE
-        self.cursor = self._load_cursor()  # the last entry handled
+        data = self._load_position()
+        cursor = data.get("cursor") if data is not None else None
+        self.cursor = cursor if isinstance(cursor, str) and cursor else None  # the last entry handled
         self.saved = self.cursor  # the last one persisted
         if self.cursor is None:
             # first start: the kills already in the journal happened before we watched; from its newest
@@ -135,105 +136,66 @@ class JournalWatcher:
             newest = newest_cursor(self.journalctl)
             if newest is not None:
                 self._save(newest)
-        self.stop_event = threading.Event()
         self.lines: deque[JournalLine] = deque(maxlen=KEEP)
-        self.kills_handled = 0
-        self.restarts = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
-        self.thread = threading.Thread(target=self._run, name="oomwatch-journal", daemon=True)
-
-    def _load_cursor(self) -> str | None:
-        try:
-            cursor = json.loads(self.position_path.read_text()).get("cursor")
-        except (OSError, ValueError, AttributeError):
-            return None
-        return cursor if isinstance(cursor, str) and cursor else None
 
     def _save(self, cursor: str) -> None:
-        """Handled through ``cursor``; persisted when every incident is on disk (else a restart reads
-        the kills again, and those written are not written twice)."""
+        """Handled through ``cursor``; persisted when every incident is on disk."""
         self.cursor = cursor
-        if self.durable():
-            with contextlib.suppress(OSError):
-                write_atomic(self.position_path, json.dumps({"cursor": cursor}))
-                self.saved = cursor
+        if self._store_position({"cursor": cursor}):
+            self.saved = cursor
 
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self.stop_event.set()
+    def _interrupt(self) -> None:
         with self._lock:
             proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.terminate()  # our own child, by its pid
-        self.thread.join(timeout=timeout)
 
-    def _run(self) -> None:
-        while not self.stop_event.is_set():
-            try:
-                self._follow()
-            except Exception:  # a bug must not end the watching for good
-                log.exception("following the journal failed; starting again")
-            if not self.stop_event.is_set():
-                self.restarts += 1
-                self.stop_event.wait(RESTART_AFTER)
+    def _failed(self) -> str:
+        return "following the journal failed; starting again"
 
-    def _follow(self) -> None:
+    def _watch(self) -> None:
         command = journal_command(self.cursor, self.journalctl)
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         with self._lock:
             self._proc = proc
+        try:
+            self._read(proc)
+        finally:
+            _end(proc)
+
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        """Hand on the reports in journalctl's output until it ends or the watcher stops."""
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         os.set_blocking(fd, False)
         partial = b""
-        pending_since: float | None = None
+        self.settle.reset()
         read_cursor: str | None = None  # the newest entry read
-        try:
-            while not self.stop_event.is_set():
-                ready, _, _ = select.select([fd], [], [], 0.05 if pending_since is not None else 0.2)
-                new: list[JournalLine] = []
-                ended = False
-                chunk = b""
-                if ready:
-                    with contextlib.suppress(BlockingIOError):
-                        chunk = os.read(fd, 1 << 20)
-                        ended = not chunk  # readable and empty: journalctl closed its output
-                if chunk:
-                    data = partial + chunk
-                    complete, sep, partial = data.rpartition(b"\n")
-                    for raw in complete.split(b"\n") if sep else []:
-                        entry = parse_entry(raw)
-                        if entry is not None:
-                            new.append(entry)
-                if new:
-                    self.lines.extend(new)
-                    read_cursor = new[-1].cursor
-                    if pending_since is not None or any("Killed process" in e.text for e in new):
-                        pending_since = time.monotonic()
-                if pending_since is not None and (ended or time.monotonic() - pending_since >= SETTLE):
-                    self._handle()
-                    pending_since = None
-                elif not new and pending_since is None and read_cursor and self.saved != read_cursor:
-                    self._save(read_cursor)  # quiet, nothing pending: remember how far we are
-                if ended:
-                    err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
-                    log.warning("journalctl ended (exit %s)%s; starting it again", proc.wait(),
-                                f": {err[:300]}" if err else "")  # fmt: skip
-                    return
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
+        while not self.stop_event.is_set():
+            ready, _, _ = select.select([fd], [], [], 0.05 if self.settle.pending else 0.2)
+            ended = False
+            chunk = b""
+            if ready:
+                with contextlib.suppress(BlockingIOError):
+                    chunk = os.read(fd, 1 << 20)
+                    ended = not chunk  # readable and empty: journalctl closed its output
+            new, partial = _entries(partial, chunk)
+            if new:
+                self.lines.extend(new)
+                read_cursor = new[-1].cursor
+                self.settle.saw([e.text for e in new])
+            if self.settle.pending and (ended or self.settle.due()):
+                self._handle()
+                self.settle.reset()
+            elif not new and not self.settle.pending and read_cursor and self.saved != read_cursor:
+                self._save(read_cursor)  # quiet, nothing pending: remember how far we are
+            if ended:
+                err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
+                log.warning("journalctl ended (exit %s)%s; starting it again", proc.wait(),
+                            f": {err[:300]}" if err else "")  # fmt: skip
+                return
 
     def _handle(self) -> None:
         entries = list(self.lines)
@@ -248,13 +210,32 @@ class JournalWatcher:
             kill_line = next(i for i in range(a, b + 1) if "Killed process" in texts[i])
             entry = entries[owner[kill_line]]
             kill_id = kernel_kill_id(entry.boot, entry.usec, pid) if entry.usec is not None and entry.boot else None
-            try:
-                self.on_kill(pid, texts[a : b + 1], kernel_time=entry.kernel_time, kill_id=kill_id)
-            except Exception:  # an incident that cannot be written must not stop the watcher
-                log.exception("writing the incident for pid %d failed", pid)
-            self.kills_handled += 1
+            self._hand_on(pid, texts[a : b + 1], kernel_time=entry.kernel_time, kill_id=kill_id)
             self._save(entries[owner[b]].cursor)
         if spans:
             rest = entries[owner[spans[-1][2]] + 1 :]
             self.lines.clear()
             self.lines.extend(rest)
+
+
+def _entries(partial: bytes, chunk: bytes) -> tuple[list[JournalLine], bytes]:
+    """The whole entries in what was left over and a new chunk of output, and what is left over now."""
+    if not chunk:
+        return [], partial
+    complete, sep, partial = (partial + chunk).rpartition(b"\n")
+    new = [entry for raw in (complete.split(b"\n") if sep else []) if (entry := parse_entry(raw)) is not None]
+    return new, partial
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """End journalctl (our own child, by its pid) if it still runs, and close its pipes."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()

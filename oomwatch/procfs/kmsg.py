@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,40 +130,3 @@ def kmsg_records(after: int = -1, path: Path = Path("/dev/kmsg")) -> list[KmsgRe
     """Every record now in the ring buffer with a sequence number above ``after``."""
     with KmsgReader(path) as reader:
         return reader.read_available(after)
-
-
-_KILL = re.compile(r"Killed process (\d+)|oom-kill:.*?,pid=(\d+)")
-_HEADER = "invoked oom-killer"
-_REAPER = "oom_reaper"
-
-
-def kill_spans(texts: Sequence[str]) -> list[tuple[int, int, int]]:
-    """(victim pid, first index, last index) of each OOM report among kernel log lines (or records'
-    texts): from the report's "invoked oom-killer" header (when within the 2000 lines before)
-    through its ``Killed process`` line and the reaper lines right after it. A report's
-    ``oom-kill:`` summary and its ``Killed process`` line name the same pid: one report each."""
-    out: list[tuple[int, int, int]] = []
-    last_end = -1
-    for i, text in enumerate(texts):
-        if i <= last_end or "Killed process" not in text:
-            continue
-        m = _KILL.search(text)
-        if not m:
-            continue
-        pid = int(m.group(1) or m.group(2))
-        start = i
-        for j in range(i, max(last_end, i - 2000), -1):  # never into the previous report
-            if _HEADER in texts[j]:
-                start = j
-                break
-        end = i
-        while end + 1 < len(texts) and end + 1 - i <= 3 and _REAPER in texts[end + 1]:
-            end += 1
-        out.append((pid, start, end))
-        last_end = end
-    return out
-
-
-def kill_reports(records: Sequence[KmsgRecord]) -> list[tuple[int, list[KmsgRecord]]]:
-    """(victim pid, the records of its OOM report): :func:`kill_spans` over records."""
-    return [(pid, list(records[a : b + 1])) for pid, a, b in kill_spans([r.text for r in records])]

@@ -1,4 +1,4 @@
-"""Node and cgroup collectors: thin reads through procfs/cgroupfs, missing files said once.
+"""Node and cgroup memory, read each tick: thin reads through procfs/cgroupfs, missing files said once.
 
 The cgroups read are the memory cgroups of training-job processes (one read per distinct cgroup per
 tick). Besides the cgroup's own limit, the *effective* limit is the smallest of it and its
@@ -13,7 +13,6 @@ from pathlib import Path
 from oomwatch.agent.model import CgroupSample, NodeSample
 from oomwatch.agent.sample.notices import Notices
 from oomwatch.cgroupfs.detect import (
-    CgroupMembership,
     CgroupMount,
     MemoryCgroup,
     host_dir,
@@ -26,7 +25,9 @@ from oomwatch.cgroupfs.detect import (
 from oomwatch.cgroupfs.files import parse_limit, read_optional
 from oomwatch.cgroupfs.memory import read_cgroup_memory
 from oomwatch.paths import HostPaths
+from oomwatch.procfs.cgroup import CgroupMembership
 from oomwatch.procfs.meminfo import read_meminfo
+from oomwatch.procfs.mountinfo import read_mountinfo_text
 from oomwatch.procfs.pressure import read_memory_pressure
 from oomwatch.procfs.vmstat import oom_kill, read_vmstat
 
@@ -68,7 +69,10 @@ class CgroupCollector:
     def reload(self) -> None:
         """Re-read where the hierarchies are mounted (at start and on SIGHUP)."""
         self._located = {}
-        text = read_optional(self.paths.proc / "self" / "mountinfo") or ""
+        try:
+            text = read_mountinfo_text(self.paths)
+        except OSError:
+            text = ""
         self.mounts = parse_mountinfo(text)
         v1, v2 = memory_mounts(self.mounts)
         self.v2_controllers = frozenset()
