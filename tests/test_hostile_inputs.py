@@ -158,7 +158,7 @@ def test_every_rule_pattern_costs_linear_time_on_runs_of_one_unit() -> None:
     # runs a process can print inside a line that holds a rule's anchor: spaces (`^\s*-?\s*reason:` split a
     # run of 32k spaces every way: 4 s), a word run before a suffix (`[\w.]+\.service: ` on "a.service:"
     # repeated: 25 s), digits, brackets; and each anchor repeated
-    from oomwatch.engine.loader import load_rules
+    from oomwatch.engine.rules.loader import load_rules
 
     rules = load_rules([])
     units = [" ", "a", "0", "a.service:", ": ", "[", "rss ", "x=1 ", "\t-", "ab_c."]

@@ -50,7 +50,7 @@ def _under(name: str, package: str) -> bool:
 
 def test_modules_were_read() -> None:
     assert "oomwatch.engine.scanner" in MODULES and "oomwatch.cli.diagnose" in MODULES
-    assert "oomwatch.engine.loader" in MODULES["oomwatch.engine.api"]
+    assert "oomwatch.engine.rules.loader" in MODULES["oomwatch.engine.api"]
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "oomwatch.engine")))

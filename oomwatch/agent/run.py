@@ -34,8 +34,8 @@ from oomwatch.agent.sample.jobcode import read_code as read_code_of
 from oomwatch.agent.sample.sampler import Sampler
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
-from oomwatch.engine.loader import load_rules
 from oomwatch.engine.model import Program
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.sizes import human
 from oomwatch.kmsg import KmsgReader, KmsgRecord, kill_reports
 from oomwatch.paths import HostPaths

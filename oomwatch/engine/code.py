@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from oomwatch.engine.code_rules import CodeRule, Matcher
 from oomwatch.engine.model import Evidence, Program, SourceFile
+from oomwatch.engine.rules.code_rules import CodeRule, Matcher
 
 MAX_SOURCE = 1 << 20  # characters of one file that are parsed
 EVICTING = ("pop", "popitem", "clear", "popleft")  # calls that bound a cache

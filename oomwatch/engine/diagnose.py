@@ -10,8 +10,8 @@ from oomwatch.engine.derived import derived_facts
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.facts import FACTS_FROM_EVENTS, agent_facts, compute_facts, hint_names
 from oomwatch.engine.groupkill import group_kill_notes
-from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program, Victim
+from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.selection import inside, select_reports
 from oomwatch.engine.timeline import Timeline, build_timeline, verdict_note

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field, replace
 from oomwatch.engine.fields import match_fields
 from oomwatch.engine.kernel_lines import TASK_HEADER_PATTERN, TASK_ROW_PATTERN, is_table_line, unquote
 from oomwatch.engine.kernel_report import KEEP_FIRST, KERNEL_ANCHORS, KernelReportAssembler
-from oomwatch.engine.loader import Fingerprint, RuleSet
 from oomwatch.engine.model import Event, InputInfo, Line, OomReport
 from oomwatch.engine.prefilter import ID_BITS, ID_MASK, BlobStore, make_prefilter
 from oomwatch.engine.prefix import Prefixed, strip_prefix
+from oomwatch.engine.rules.fingerprints import Fingerprint
+from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.engine.text import clean_text, split_cr
 
 MAX_LINE = 1 << 20  # bytes of one line that are looked at; the rest is dropped and said

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from oomwatch.engine.loader import load_rules
 from oomwatch.engine.prefilter import available_backends
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import Scanner
 
 RULES = load_rules()

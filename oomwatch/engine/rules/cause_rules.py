@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from oomwatch.engine.conditions import Condition, parse_condition
+from oomwatch.engine.rules.conditions import Condition, parse_condition
 
 CAUSE_IDS = (
     "keep_in_memory_duplication", "checkpoint_load_duplication", "cow_refcount_defeat",

@@ -8,12 +8,13 @@ and verdict rules only name known facts.
 
 from __future__ import annotations
 
-from oomwatch.engine.activity_rules import check_activity_examples, check_stream_examples
 from oomwatch.engine.code import check_code_examples
 from oomwatch.engine.facts import hint_names, known_facts
 from oomwatch.engine.fields import match_fields
-from oomwatch.engine.loader import Fingerprint, RuleError, RuleSet
 from oomwatch.engine.prefix import strip_prefix
+from oomwatch.engine.rules.activity_rules import check_activity_examples, check_stream_examples
+from oomwatch.engine.rules.fingerprints import Fingerprint
+from oomwatch.engine.rules.ruleset import RuleError, RuleSet
 from oomwatch.engine.text import clean_text
 
 EXAMPLE_TIMEOUT = 1.0
