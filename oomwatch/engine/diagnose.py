@@ -16,6 +16,7 @@ from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.selection import inside, select_reports
 from oomwatch.engine.timeline import Timeline, build_timeline, verdict_note
 from oomwatch.engine.verdict import choose, render, template_values
+from oomwatch.engine.verdicts import KILL_VERDICTS, NO_OOM_EVIDENCE, OOM_KILL_VERDICTS
 from oomwatch.engine.victims import build_victims
 
 MAX_EVIDENCE = 8
@@ -59,7 +60,7 @@ def diagnose(
     facts.update(found.facts)
     rule = choose(rules.verdicts, facts)
     values = {**template_values(victims, reports), **(observed.values if observed is not None else {})}
-    verdict = rule.verdict if rule else "no_oom_evidence"
+    verdict = rule.verdict if rule else NO_OOM_EVIDENCE
     evidence = _evidence(rule.when.facts() if rule else set(), victims, events, reports, live)
     ruled_out: list[str] = []
     causes = rank_causes(rules.causes, verdict, facts, events, victims, reports, live, found.evidence, ruled_out)
@@ -229,12 +230,12 @@ def _notes(
             "not because memory ran out."
         )
     thrash = _thrash(facts, live)
-    if thrash and verdict in ("host_oom", "cgroup_oom", "userspace_oom_kill", "sigkill_unexplained"):
+    if thrash and verdict in KILL_VERDICTS:
         notes.append(
             "Memory had been short for a while before the kill (paging, tasks stalled), so the job was slow "
             f"before it died — {thrash}."
         )
-    if verdict in ("host_oom", "cgroup_oom") and facts.get("kernel.kills", 0) > 1:
+    if verdict in OOM_KILL_VERDICTS and facts.get("kernel.kills", 0) > 1:
         notes.append(f"The kernel killed {facts['kernel.kills']} processes in this input.")
     return notes
 
