@@ -127,7 +127,7 @@ def test_a_gzip_input_is_read_up_to_its_bound_and_the_rest_is_said(tmp_path: Pat
 
 
 def test_a_task_row_with_a_negative_or_absurd_size_gives_none_for_it() -> None:
-    from oomwatch.engine.kernel_lines import parse_table_header, parse_task_row
+    from oomwatch.engine.kernel_body import parse_table_header, parse_task_row
 
     cols = parse_table_header(
         "[  pid  ]   uid  tgid total_vm      rss rss_anon rss_file rss_shmem pgtables_bytes swapents oom_score_adj name"

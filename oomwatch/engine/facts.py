@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from oomwatch.engine.cuda_summary import summary_facts
-from oomwatch.engine.kernel_lines import is_container_cgroup
+from oomwatch.engine.kernel_body import is_container_cgroup
 from oomwatch.engine.memcg_counters import counter_facts
 from oomwatch.engine.model import Event, Observed, OomReport, Victim
 from oomwatch.engine.roles import TRAINING_ROLES

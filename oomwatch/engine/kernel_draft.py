@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from oomwatch.engine import kernel_body as kb
 from oomwatch.engine import kernel_lines as kl
 from oomwatch.engine import kernel_wraps as kw
 from oomwatch.engine.model import Evidence, KilledTask, Line, OomReport, TaskRow
@@ -158,18 +159,18 @@ def read_body(line: Line, s: str, cur: Draft) -> tuple[Draft | None, Wrapped | N
     """A line inside an open report (trace, Mem-Info, memcg info, task table): the report when the line
     is one of it, and the line when the next one may continue it (a paste wrapped it), else None."""
     if cur.columns is not None and s[:1] == "[":
-        row = kl.parse_task_row(s, cur.columns, line.no)
+        row = kb.parse_task_row(s, cur.columns, line.no)
         if row is not None:
             cur.tasks.append(row)
             return cur, None
-        if kl.is_cut_task_row(s, cur.columns):  # its last columns on the next line (a paste wrapped it)
+        if kb.is_cut_task_row(s, cur.columns):  # its last columns on the next line (a paste wrapped it)
             return cur, Wrapped(cur, "row", s, line.no, 0, line.no)
     if s[:1] == "[":
-        columns = kl.parse_table_header(s)
+        columns = kb.parse_table_header(s)
         if columns is not None:
             cur.columns = columns
             return cur, None
-        if kl.is_cut_table_header(s):  # its last columns on the next line (a paste wrapped it)
+        if kb.is_cut_table_header(s):  # its last columns on the next line (a paste wrapped it)
             return cur, Wrapped(cur, "header", s, line.no)
     if cur.has_header and cur.trigger_pid is None and not cur.has_killed:
         pid = kl.parse_cpu_pid(s)
@@ -177,7 +178,7 @@ def read_body(line: Line, s: str, cur: Draft) -> tuple[Draft | None, Wrapped | N
             cur.trigger_pid = pid
             return cur, None
     if cur.trigger_cpuset is None and " cpuset=" in s:
-        cpuset = kl.parse_cpuset(s)
+        cpuset = kb.parse_cpuset(s)
         if cpuset is not None:
             cur.trigger_cpuset = cpuset
             return cur, None
@@ -190,7 +191,7 @@ def read_body(line: Line, s: str, cur: Draft) -> tuple[Draft | None, Wrapped | N
             cur.add_evidence(line)
         return cur, None
     if s.startswith("memory: usage") and cur.memcg_usage_bytes is None:
-        usage = kl.parse_memcg_usage(s)
+        usage = kb.parse_memcg_usage(s)
         if usage is not None:
             cur.memcg_usage_bytes = usage.usage_bytes
             cur.memcg_limit_bytes = usage.limit_bytes
@@ -198,7 +199,7 @@ def read_body(line: Line, s: str, cur: Draft) -> tuple[Draft | None, Wrapped | N
             cur.add_evidence(line)
             return cur, None
     if s.startswith("Memory cgroup stats for"):
-        stats = kl.parse_stats_header(s)
+        stats = kb.parse_stats_header(s)
         if stats is not None and not cur.stats_seen:
             cur.stats_seen = True
             cur.memcg_stat.update(stats[1])
@@ -206,7 +207,7 @@ def read_body(line: Line, s: str, cur: Draft) -> tuple[Draft | None, Wrapped | N
         elif stats is None and not cur.stats_seen:  # a long path cut by a paste, its `:` on the next line
             return cur, Wrapped(cur, "stats", s, line.no)
         return cur, None
-    meminfo = kl.parse_meminfo(s)
+    meminfo = kb.parse_meminfo(s)
     if meminfo is not None:
         setattr(cur, meminfo[0], meminfo[1])
         return cur, None

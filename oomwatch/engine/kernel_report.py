@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+from oomwatch.engine import kernel_body as kb
 from oomwatch.engine import kernel_lines as kl
 from oomwatch.engine import kernel_wraps as kw
 from oomwatch.engine.kernel_draft import Draft, Key, Wrapped, continue_line, killed_task, read_body
@@ -187,7 +188,7 @@ class KernelReportAssembler:
             return None
         cur = self._open.get(key)
         if cur is not None and cur.in_stats:
-            stat = kl.parse_stat_line(s)
+            stat = kb.parse_stat_line(s)
             if stat is not None:
                 cur.memcg_stat.setdefault(stat[0], stat[1])
                 return cur
@@ -245,7 +246,7 @@ class KernelReportAssembler:
             # a task table or its title with nothing before it (the rest of the report was cut):
             # only the OOM killer prints it, so it is a report of its own
             if s.startswith("Tasks state (memory values in pages)") or (
-                s.startswith("[") and kl.parse_table_header(s) is not None
+                s.startswith("[") and kb.parse_table_header(s) is not None
             ):
                 cur = self._start(line, key)
                 cur.add_evidence(line)
@@ -255,7 +256,7 @@ class KernelReportAssembler:
             elif "oom_kill_process" in s or s.startswith("Out of memory and no killable processes"):
                 cur = self._start(line, key)  # the OOM killer's call trace, its header cut off
                 cur.add_evidence(line)
-            elif s[:1] == "[" and (columns := kl.bare_row_columns(s)) is not None:
+            elif s[:1] == "[" and (columns := kb.bare_row_columns(s)) is not None:
                 cur = self._start(line, key)  # rows of the task table alone: a report if enough follow
                 cur.columns, cur.rows_only = columns, True
                 cur.add_evidence(line)
@@ -385,6 +386,6 @@ def assemble_kernel_reports(lines: Iterable[Line]) -> list[OomReport]:
     holds an anchor or while the assembler wants more."""
     assembler = KernelReportAssembler()
     for line in lines:
-        if assembler.wants_more() or has_anchor(line.text) or kl.is_table_line(kl.unquote(line.text.strip())):
+        if assembler.wants_more() or has_anchor(line.text) or kb.is_table_line(kl.unquote(line.text.strip())):
             assembler.feed(line)
     return assembler.finish()

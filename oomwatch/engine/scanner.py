@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from oomwatch.engine.fields import match_fields
-from oomwatch.engine.kernel_lines import TASK_HEADER_PATTERN, TASK_ROW_PATTERN, is_table_line, unquote
+from oomwatch.engine.kernel_body import TASK_HEADER_PATTERN, TASK_ROW_PATTERN, is_table_line
+from oomwatch.engine.kernel_lines import unquote
 from oomwatch.engine.kernel_report import KEEP_FIRST, KERNEL_ANCHORS, KernelReportAssembler
 from oomwatch.engine.model import Event, InputInfo, Line, OomReport
 from oomwatch.engine.prefilter import ID_BITS, ID_MASK, BlobStore, make_prefilter
