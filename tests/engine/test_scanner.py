@@ -137,7 +137,7 @@ def test_a_flood_of_one_hint_is_thinned_evenly_and_keeps_the_others() -> None:
     run, their count and the series' order stay those of the input, and the note says so."""
     from oomwatch.engine import growth
     from oomwatch.engine.facts import compute_facts
-    from oomwatch.engine.scanner import HINT_HEAD, HINT_MIDDLE, HINT_TAIL
+    from oomwatch.engine.kept_events import HINT_HEAD, HINT_MIDDLE, HINT_TAIL
 
     n = 20_000
     lines = [b"step %d loss 0.5 RSS: %d MB" % (i, 1000 + i // 10) for i in range(n)]
