@@ -8,7 +8,8 @@ from dataclasses import replace
 from oomwatch.engine.causes import is_determined, rank_causes, with_what_to_collect
 from oomwatch.engine.derived import derived_facts
 from oomwatch.engine.diagnosis import Diagnosis
-from oomwatch.engine.facts import FACTS_FROM_EVENTS, agent_facts, compute_facts, hint_names
+from oomwatch.engine.fact_names import hint_names
+from oomwatch.engine.facts import FACTS_FROM_EVENTS, agent_facts, compute_facts
 from oomwatch.engine.groupkill import group_kill_notes
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program, Victim
 from oomwatch.engine.rules.ruleset import RuleSet

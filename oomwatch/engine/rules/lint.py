@@ -9,7 +9,7 @@ and verdict rules only name known facts.
 from __future__ import annotations
 
 from oomwatch.engine.code import check_code_examples
-from oomwatch.engine.facts import hint_names, known_facts
+from oomwatch.engine.fact_names import hint_names, known_facts
 from oomwatch.engine.fields import match_fields
 from oomwatch.engine.prefix import strip_prefix
 from oomwatch.engine.rules.activity_rules import check_activity_examples, check_stream_examples
