@@ -86,6 +86,13 @@ class Draft:
         if value is not None and rank > self.constraint_rank:
             self.constraint, self.constraint_rank = value, rank
 
+    def take_header(self, header: kl.Header) -> None:
+        """The trigger as the header (`X invoked oom-killer: gfp_mask=..., order=...`) says it."""
+        self.has_header = True
+        self.trigger_name = header.comm
+        self.gfp_mask = header.gfp_mask
+        self.order = header.order
+
     def take_kill(self, kill: kl.KillLine) -> None:
         """The victim as the kill line says it (what a summary line of the same task said stays where
         the kill line says nothing)."""

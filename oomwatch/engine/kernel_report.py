@@ -198,10 +198,7 @@ class KernelReportAssembler:
             header = kl.parse_header(s)
             if header is not None:
                 draft = self._start(line, key)
-                draft.has_header = True
-                draft.trigger_name = header.comm
-                draft.gfp_mask = header.gfp_mask
-                draft.order = header.order
+                draft.take_header(header)
                 draft.add_evidence(line)
                 return draft
         if "oom-kill:" in s:
@@ -236,36 +233,46 @@ class KernelReportAssembler:
         if "killed as a result of limit of" in s:
             task_in = kl.parse_memcg_task_in(s)
             if task_in is not None:
-                if cur is None or cur.has_killed or cur.has_summary:
-                    cur = self._start(line, key)
-                cur.task_memcg, cur.oom_memcg = task_in
-                cur.set_constraint("memcg", 2)
-                cur.add_evidence(line)
-                return cur
+                return self._on_task_in(line, key, cur, task_in)
         if cur is None:
-            # a task table or its title with nothing before it (the rest of the report was cut):
-            # only the OOM killer prints it, so it is a report of its own
-            if s.startswith("Tasks state (memory values in pages)") or (
-                s.startswith("[") and kb.parse_table_header(s) is not None
-            ):
-                cur = self._start(line, key)
-                cur.add_evidence(line)
-            elif s.startswith(("Memory cgroup stats for ", "memory+swap: usage ", "memory: usage ")):
-                cur = self._start(line, key)  # a memory cgroup's OOM report, its start cut off
-                cur.set_constraint("memcg", 1)
-            elif "oom_kill_process" in s or s.startswith("Out of memory and no killable processes"):
-                cur = self._start(line, key)  # the OOM killer's call trace, its header cut off
-                cur.add_evidence(line)
-            elif s[:1] == "[" and (columns := kb.bare_row_columns(s)) is not None:
-                cur = self._start(line, key)  # rows of the task table alone: a report if enough follow
-                cur.columns, cur.rows_only = columns, True
-                cur.add_evidence(line)
-            else:
+            cur = self._start_cut(line, s, key)
+            if cur is None:
                 return None
         hit, wrapped = read_body(line, s, cur)
         if wrapped is not None:
             self._wrapped[line.file] = wrapped
         return hit
+
+    def _start_cut(self, line: Line, s: str, key: Key) -> Draft | None:
+        """A report whose start was cut off, begun on a line only the OOM killer prints; else None."""
+        if s.startswith("Tasks state (memory values in pages)") or (
+            s.startswith("[") and kb.parse_table_header(s) is not None
+        ):
+            # a task table or its title with nothing before it: a report of its own
+            cur = self._start(line, key)
+            cur.add_evidence(line)
+        elif s.startswith(("Memory cgroup stats for ", "memory+swap: usage ", "memory: usage ")):
+            cur = self._start(line, key)  # a memory cgroup's OOM report, its start cut off
+            cur.set_constraint("memcg", 1)
+        elif "oom_kill_process" in s or s.startswith("Out of memory and no killable processes"):
+            cur = self._start(line, key)  # the OOM killer's call trace, its header cut off
+            cur.add_evidence(line)
+        elif s[:1] == "[" and (columns := kb.bare_row_columns(s)) is not None:
+            cur = self._start(line, key)  # rows of the task table alone: a report if enough follow
+            cur.columns, cur.rows_only = columns, True
+            cur.add_evidence(line)
+        else:
+            return None
+        return cur
+
+    def _on_task_in(self, line: Line, key: Key, cur: Draft | None, task_in: tuple[str, str]) -> Draft:
+        """cgroup v1's `Task in X killed as a result of limit of Y`."""
+        if cur is None or cur.has_killed or cur.has_summary:
+            cur = self._start(line, key)
+        cur.task_memcg, cur.oom_memcg = task_in
+        cur.set_constraint("memcg", 2)
+        cur.add_evidence(line)
+        return cur
 
     def _on_summary(self, line: Line, key: Key, summary: kl.Summary) -> Draft:
         cur = self._open.get(key)
