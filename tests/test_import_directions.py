@@ -2,6 +2,10 @@
 top and inside functions), never by importing it.
 
 * `oomwatch.engine` is the pure core: it imports nothing of oomwatch outside it;
+* its rules model (`oomwatch.engine.rules`) imports only itself and the engine's leaf modules (the
+  bounded readers, the verdict table), except `lint`, which runs examples through the scanner's pieces;
+* the verdict table (`oomwatch.engine.verdicts`) imports nothing of oomwatch: exitcodes, the renderers
+  and the agent read it;
 * the agent and the kernel-file readers (`procfs`, `cgroupfs`) import no command line (`oomwatch.cli`);
 * nothing but the command line itself imports the command line.
 """
@@ -63,3 +67,24 @@ def test_the_engine_imports_only_the_engine(module: str) -> None:
 def test_only_the_command_line_imports_the_command_line(module: str) -> None:
     cli = sorted(m for m in MODULES[module] if _under(m, "oomwatch.cli"))
     assert not cli or module == "oomwatch.__main__", f"{module} imports {cli}"
+
+
+RULES_MAY_USE = (
+    "oomwatch.engine.rules",
+    "oomwatch.engine.readlimit",
+    "oomwatch.engine.yamlsafe",
+    "oomwatch.engine.verdicts",
+)
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if _under(m, "oomwatch.engine.rules") and m != "oomwatch.engine.rules.lint")
+)
+def test_the_rules_model_imports_only_itself_and_leaf_modules(module: str) -> None:
+    outside = sorted(m for m in MODULES[module] if not any(_under(m, p) for p in RULES_MAY_USE) and m != "oomwatch")
+    assert not outside, f"{module} imports {outside}"
+
+
+def test_the_verdict_table_is_a_leaf() -> None:
+    assert "oomwatch.engine.verdicts" in MODULES
+    assert not MODULES["oomwatch.engine.verdicts"]
