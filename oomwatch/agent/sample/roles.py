@@ -33,6 +33,9 @@ The first rule that matches wins (see :func:`assign_roles`):
    script for the others (Lightning's DDP strategy, ``subprocess.Popen([sys.executable, *sys.argv])``
    with LOCAL_RANK set), whose own RANK is set in-process, after its environment was read.
 
+The names these rules know (comms, launcher programs, sub-commands and modules) are the engine's
+vocabulary, declared once in :mod:`oomwatch.engine.roles`.
+
 Everything else is decided by :mod:`oomwatch.agent.sample.discovery` once jobs are known: inside a job a python
 process is ``unknown`` and any other ``other``; outside any job, ``other``.
 """
