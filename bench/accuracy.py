@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from oomwatch.engine.diagnose import diagnose  # noqa: E402
-from oomwatch.engine.loader import load_rules  # noqa: E402
+from oomwatch.engine.rules.loader import load_rules  # noqa: E402
 from oomwatch.engine.scanner import Scanner  # noqa: E402
 from oomwatch.sources import read_chunks  # noqa: E402
 

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from oomwatch.engine.kernel_report import KERNEL_ANCHORS  # noqa: E402
-from oomwatch.engine.loader import load_rules  # noqa: E402
+from oomwatch.engine.rules.loader import load_rules  # noqa: E402
 
 FAILURE_TAIL = b"""\
 [rank3]:[W501 10:12:13.000000000 ProcessGroupNCCL.cpp:1234] Warning: process group has NOT been destroyed

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from oomwatch.engine.kernel_report import KERNEL_ANCHORS  # noqa: E402
-from oomwatch.engine.loader import load_rules  # noqa: E402
+from oomwatch.engine.rules.loader import load_rules  # noqa: E402
 
 EXAMPLE = [ROOT / "examples/torchrun-rank-oom/torchrun.log", ROOT / "examples/torchrun-rank-oom/dmesg-T.txt"]
 

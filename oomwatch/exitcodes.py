@@ -3,6 +3,8 @@
 from collections.abc import Iterable
 from enum import IntEnum
 
+from oomwatch.engine.verdicts import BY_ID, MEMORY, NONE, OTHER
+
 
 class Exit(IntEnum):
     OK = 0  # ran; no memory failure and no crash found
@@ -13,19 +15,13 @@ class Exit(IntEnum):
     RULES_INVALID = 5  # `oomwatch rules lint` found errors, or --rules could not be loaded
 
 
-MEMORY_VERDICTS = frozenset(
-    {"host_oom", "cgroup_oom", "userspace_oom_kill", "cuda_oom", "shm_exhausted",
-     "python_memory_error", "swap_thrash"}
-)  # fmt: skip
-OTHER_VERDICTS = frozenset({"sigkill_unexplained", "other_crash"})
+_BY_CLASS = {MEMORY: Exit.MEMORY_FAILURE, OTHER: Exit.OTHER_FAILURE, NONE: Exit.OK}
 
 
 def for_verdict(verdict: str) -> Exit:
-    if verdict in MEMORY_VERDICTS:
-        return Exit.MEMORY_FAILURE
-    if verdict in OTHER_VERDICTS:
-        return Exit.OTHER_FAILURE
-    return Exit.OK
+    """The exit code of a verdict: its exit class in engine.verdicts.TABLE (OK for an unknown one)."""
+    known = BY_ID.get(verdict)
+    return _BY_CLASS[known.exit_class] if known is not None else Exit.OK
 
 
 def gravest(verdicts: Iterable[str]) -> Exit:

@@ -7,8 +7,8 @@ the user's cache directory (``$OOMWATCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/oomw
 
 * oomwatch's version, the Python version and the version of ``regex`` (its compiled patterns are
   pickled as they are);
-* the source of every module of ``oomwatch.engine`` (the classes pickled, and the code that
-  checks the rules);
+* the source of every module of ``oomwatch.engine`` and its subpackages (the classes pickled, and
+  the code that checks the rules);
 * every rule file of the built-in rules and of each ``--rules`` directory: its path, its bytes.
 
 Any change to any of them is another name, so a stale cache is never read; a new build replaces the
@@ -33,7 +33,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from oomwatch import __version__
-from oomwatch.engine.loader import RuleSet, builtin_rules_dir, load_rules
+from oomwatch.engine.rules.loader import builtin_rules_dir, load_rules
+from oomwatch.engine.rules.ruleset import RuleSet
 
 KEEP = 4  # cache files kept: the newest builds (other --rules sets, other versions)
 _PREFIX = "rules-"
@@ -70,8 +71,8 @@ def rules_key(extra_dirs: Iterable[Path] = ()) -> str:
     h = hashlib.sha256()
     for part in (__version__, sys.version, regex.__version__):
         h.update(part.encode() + b"\0")
-    for source in sorted(_ENGINE.glob("*.py")):
-        h.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    for source in sorted(_ENGINE.rglob("*.py")):
+        h.update(source.relative_to(_ENGINE).as_posix().encode() + b"\0" + source.read_bytes() + b"\0")
     for directory in (builtin_rules_dir(), *extra_dirs):
         directory = Path(directory).resolve()
         h.update(b"dir\0" + str(directory).encode() + b"\0")

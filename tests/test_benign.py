@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from oomwatch.engine.diagnose import diagnose
-from oomwatch.engine.loader import load_rules
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import Scanner
 from tests.conftest import FIXTURES, ROOT
 

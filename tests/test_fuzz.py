@@ -30,9 +30,10 @@ import pytest
 
 from oomwatch.cli.diagnose import _program
 from oomwatch.engine.api import Engine
+from oomwatch.engine.kept_events import HINT_HEAD, HINT_MIDDLE, HINT_TAIL, MAX_EVENTS_HEAD, MAX_EVENTS_TAIL
 from oomwatch.engine.kernel_lines import MAX_SIZE
 from oomwatch.engine.kernel_report import MAX_REPORTS
-from oomwatch.engine.scanner import HINT_HEAD, HINT_MIDDLE, HINT_TAIL, MAX_EVENTS_HEAD, MAX_EVENTS_TAIL, ScanResult
+from oomwatch.engine.scanner import ScanResult
 from oomwatch.render.diagnosis import RENDERERS
 from oomwatch.sources import read_chunks
 from tests.conftest import ROOT

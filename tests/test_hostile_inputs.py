@@ -127,7 +127,7 @@ def test_a_gzip_input_is_read_up_to_its_bound_and_the_rest_is_said(tmp_path: Pat
 
 
 def test_a_task_row_with_a_negative_or_absurd_size_gives_none_for_it() -> None:
-    from oomwatch.engine.kernel_lines import parse_table_header, parse_task_row
+    from oomwatch.engine.kernel_body import parse_table_header, parse_task_row
 
     cols = parse_table_header(
         "[  pid  ]   uid  tgid total_vm      rss rss_anon rss_file rss_shmem pgtables_bytes swapents oom_score_adj name"
@@ -158,7 +158,7 @@ def test_every_rule_pattern_costs_linear_time_on_runs_of_one_unit() -> None:
     # runs a process can print inside a line that holds a rule's anchor: spaces (`^\s*-?\s*reason:` split a
     # run of 32k spaces every way: 4 s), a word run before a suffix (`[\w.]+\.service: ` on "a.service:"
     # repeated: 25 s), digits, brackets; and each anchor repeated
-    from oomwatch.engine.loader import load_rules
+    from oomwatch.engine.rules.loader import load_rules
 
     rules = load_rules([])
     units = [" ", "a", "0", "a.service:", ": ", "[", "rss ", "x=1 ", "\t-", "ab_c."]

@@ -2,6 +2,10 @@
 top and inside functions), never by importing it.
 
 * `oomwatch.engine` is the pure core: it imports nothing of oomwatch outside it;
+* its rules model (`oomwatch.engine.rules`) imports only itself and the engine's leaf modules (the
+  bounded readers, the verdict table), except `lint`, which runs examples through the scanner's pieces;
+* the verdict table (`oomwatch.engine.verdicts`) imports nothing of oomwatch: exitcodes, the renderers
+  and the agent read it;
 * the agent and the kernel-file readers (`procfs`, `cgroupfs`) import no command line (`oomwatch.cli`);
 * nothing but the command line itself imports the command line;
 * `oomwatch.render` (every output) imports no agent room that does I/O (sample, watch, incidents, history,
@@ -52,7 +56,7 @@ def _under(name: str, package: str) -> bool:
 
 def test_modules_were_read() -> None:
     assert "oomwatch.engine.scanner" in MODULES and "oomwatch.cli.diagnose" in MODULES
-    assert "oomwatch.engine.loader" in MODULES["oomwatch.engine.api"]
+    assert "oomwatch.engine.rules.loader" in MODULES["oomwatch.engine.api"]
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "oomwatch.engine")))
@@ -88,3 +92,24 @@ def test_the_kernel_file_readers_import_only_kernel_file_readers(module: str) ->
     allowed = (*KERNEL_FILES[package], "oomwatch.paths")
     outside = sorted(m for m in MODULES[module] if m != "oomwatch" and not any(_under(m, a) for a in allowed))
     assert not outside, f"{module} imports {outside}"
+
+
+RULES_MAY_USE = (
+    "oomwatch.engine.rules",
+    "oomwatch.engine.readlimit",
+    "oomwatch.engine.yamlsafe",
+    "oomwatch.engine.verdicts",
+)
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if _under(m, "oomwatch.engine.rules") and m != "oomwatch.engine.rules.lint")
+)
+def test_the_rules_model_imports_only_itself_and_leaf_modules(module: str) -> None:
+    outside = sorted(m for m in MODULES[module] if not any(_under(m, p) for p in RULES_MAY_USE) and m != "oomwatch")
+    assert not outside, f"{module} imports {outside}"
+
+
+def test_the_verdict_table_is_a_leaf() -> None:
+    assert "oomwatch.engine.verdicts" in MODULES
+    assert not MODULES["oomwatch.engine.verdicts"]

@@ -160,7 +160,7 @@ def test_output_is_deterministic(fmt: str) -> None:
 def test_line_made_of_every_anchor_is_bounded(tmp_path: Path) -> None:
     """A hostile line that contains every anchor many times, so every pattern runs on 1 MiB."""
     from oomwatch.engine.kernel_report import KERNEL_ANCHORS
-    from oomwatch.engine.loader import load_rules
+    from oomwatch.engine.rules.loader import load_rules
 
     anchors = sorted({a for fp in load_rules().fingerprints for a in fp.anchors} | set(KERNEL_ANCHORS))
     unit = (" (((( " + " ".join(anchors) + " 9999999999 ::: ").encode()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from oomwatch.engine.lint import check_examples, lint
-from oomwatch.engine.loader import load_rules
+from oomwatch.engine.rules.lint import check_examples, lint
+from oomwatch.engine.rules.loader import load_rules
 
 RULES = load_rules()
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from oomwatch import rulecache
-from oomwatch.engine import loader
-from oomwatch.engine.rules_yaml import parse_rules_yaml
+from oomwatch.engine.rules import loader, ruleset
+from oomwatch.engine.rules.rules_yaml import parse_rules_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 RULE = """rules:
@@ -49,7 +49,7 @@ def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def _summary(rules: loader.RuleSet) -> tuple[object, ...]:
+def _summary(rules: ruleset.RuleSet) -> tuple[object, ...]:
     return (
         [(f.id, f.pattern.pattern, f.anchors, f.fields) for f in rules.fingerprints],
         [(v.id, v.summary) for v in rules.verdicts],

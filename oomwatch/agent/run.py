@@ -34,8 +34,8 @@ from oomwatch.agent.sample.sampler import Sampler
 from oomwatch.agent.watch.spans import kill_reports
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
-from oomwatch.engine.loader import load_rules
 from oomwatch.engine.model import Program
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.paths import HostPaths
 from oomwatch.procfs.kmsg import KmsgReader, KmsgRecord
 from oomwatch.redact import redact_argv

@@ -12,7 +12,7 @@ from oomwatch.errors import OomwatchError
 from oomwatch.exitcodes import Exit
 
 if TYPE_CHECKING:
-    from oomwatch.engine.loader import RuleSet
+    from oomwatch.engine.rules.ruleset import RuleSet
 
 
 def _load(rules_dirs: tuple[Path, ...]) -> RuleSet:
@@ -37,8 +37,8 @@ def rules_lint(dirs: tuple[Path, ...]) -> None:
       $ oomwatch rules lint ./my-rules
       ok: 142 fingerprints, 18 verdict rules, 23 event kinds
     """
-    from oomwatch.engine.lint import lint
-    from oomwatch.engine.loader import load_rules
+    from oomwatch.engine.rules.lint import lint
+    from oomwatch.engine.rules.loader import load_rules
 
     rules = load_rules(dirs)
     errors = lint(rules)

@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from oomwatch.engine.activity_rules import Activity, StreamRule
 from oomwatch.engine.model import Evidence, Line, Victim
+from oomwatch.engine.rules.activity_rules import Activity, StreamRule
 from oomwatch.engine.scanner import ScanResult
 
 Key = tuple[str, Any]  # ("rank", 3) or ("file", name)

@@ -16,9 +16,10 @@ from oomwatch.engine.diagnose import diagnose
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.errors import RulesError
 from oomwatch.engine.grouping import Grouping, group_inputs
-from oomwatch.engine.loader import RuleSet, load_rules
 from oomwatch.engine.model import LiveEvidence, Observed, Program
 from oomwatch.engine.prefilter import BlobStore
+from oomwatch.engine.rules.loader import load_rules
+from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.engine.scanner import Scanner, ScanResult
 
 

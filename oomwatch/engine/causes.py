@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from oomwatch.engine.cause_rules import MAX_CONFIDENCE, CauseRule
 from oomwatch.engine.facts import primary_report
 from oomwatch.engine.model import Cause, Event, Evidence, LiveEvidence, OomReport, Victim
+from oomwatch.engine.rules.cause_rules import MAX_CONFIDENCE, CauseRule
 from oomwatch.engine.sizes import human
 from oomwatch.engine.taskfacts import evidence_rows
 

@@ -14,8 +14,8 @@ from oomwatch.engine.code import code_facts, scan_program
 from oomwatch.engine.facts import primary_report
 from oomwatch.engine.growth import growth_facts
 from oomwatch.engine.jobshape import job_facts, live_members, table_members, table_roles
-from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, OomReport, Program, Victim
+from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.sizes import human
 from oomwatch.engine.victims import launched, linked_pids, manager_shown

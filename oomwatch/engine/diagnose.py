@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from oomwatch.engine.causes import is_determined, rank_causes, with_what_to_collect
-from oomwatch.engine.derived import derived_facts
+from oomwatch.engine.derived import Derived, derived_facts
 from oomwatch.engine.diagnosis import Diagnosis
-from oomwatch.engine.facts import FACTS_FROM_EVENTS, agent_facts, compute_facts, hint_names
+from oomwatch.engine.fact_names import hint_names
+from oomwatch.engine.facts import FACTS_FROM_EVENTS, agent_facts, compute_facts
 from oomwatch.engine.groupkill import group_kill_notes
-from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Event, Evidence, LiveEvidence, Observed, OomReport, Program, Victim
+from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.engine.scanner import ScanResult
-from oomwatch.engine.selection import inside, select_reports
+from oomwatch.engine.selection import Selection, inside, select_reports
 from oomwatch.engine.timeline import Timeline, build_timeline, verdict_note
 from oomwatch.engine.verdict import choose, render, template_values
+from oomwatch.engine.verdicts import KILL_VERDICTS, NO_OOM_EVIDENCE, OOM_KILL_VERDICTS
 from oomwatch.engine.victims import build_victims
 
 MAX_EVIDENCE = 8
@@ -34,32 +37,17 @@ def diagnose(
     live samples (the agent's analyzers). ``observed``: what the agent saw itself (a SIGKILL in the
     kernel's exit events, an OOM-kill counter): ``agent.*`` facts and the victims as sampled.
     ``program``: the code that ran (the training script and its command line)."""
-    events = [ev for s in scans for ev in s.events]
-    reports = [r for s in scans for r in s.reports]
-    seen_live = [*(known or {}), *(v.pid for v in (observed.victims if observed is not None else ()) if v.pid)]
-    chosen = select_reports(reports, events, seen_live)
-    mine = {id(r) for r in chosen.job}
-    aside = [r for r in reports if id(r) not in mine]  # the kills listed apart, and their copies
-    if aside:  # older kills of other programs: listed, never mixed into this failure
-        reports = list(chosen.job)
-        events = _job_events(events, aside)
+    chosen, reports, events, aside = _the_jobs(scans, known, observed)
     victims = build_victims(reports, events, known)
     if observed is not None:
         seen = {v.pid for v in victims if v.pid is not None}
         victims = [*(v for v in observed.victims if v.pid not in seen), *victims]
     timeline = build_timeline(_only_the_jobs(scans, aside), rules)
     victims = _first_failure_first(victims, timeline)
-    facts = compute_facts(
-        reports, events, victims, [s.kernel_share for s in scans], rules.events, hint_names(rules.fingerprints)
-    )
-    facts.update(agent_facts(observed))
-    if live is not None:
-        facts.update({k: v for k, v in live.facts.items() if k.startswith("history.")})
-    found = derived_facts(scans, rules, reports, events, victims, known or {}, live, program)
-    facts.update(found.facts)
+    facts, found = _facts(scans, rules, reports, events, victims, known, live, observed, program)
     rule = choose(rules.verdicts, facts)
     values = {**template_values(victims, reports), **(observed.values if observed is not None else {})}
-    verdict = rule.verdict if rule else "no_oom_evidence"
+    verdict = rule.verdict if rule else NO_OOM_EVIDENCE
     evidence = _evidence(rule.when.facts() if rule else set(), victims, events, reports, live)
     ruled_out: list[str] = []
     causes = rank_causes(rules.causes, verdict, facts, events, victims, reports, live, found.evidence, ruled_out)
@@ -93,6 +81,47 @@ def diagnose(
         other_kills=chosen.others,
         timeline=timeline,
     )
+
+
+def _the_jobs(
+    scans: Sequence[ScanResult], known: Mapping[int, tuple[str, int | None]] | None, observed: Observed | None
+) -> tuple[Selection, list[OomReport], list[Event], list[OomReport]]:
+    """Which kernel reports are the job's (engine.selection), the job's reports and events, and the
+    reports set aside (older kills of other programs: listed, never mixed into this failure)."""
+    events = [ev for s in scans for ev in s.events]
+    reports = [r for s in scans for r in s.reports]
+    seen_live = [*(known or {}), *(v.pid for v in (observed.victims if observed is not None else ()) if v.pid)]
+    chosen = select_reports(reports, events, seen_live)
+    mine = {id(r) for r in chosen.job}
+    aside = [r for r in reports if id(r) not in mine]  # the kills listed apart, and their copies
+    if aside:
+        reports = list(chosen.job)
+        events = _job_events(events, aside)
+    return chosen, reports, events, aside
+
+
+def _facts(
+    scans: Sequence[ScanResult],
+    rules: RuleSet,
+    reports: list[OomReport],
+    events: list[Event],
+    victims: list[Victim],
+    known: Mapping[int, tuple[str, int | None]] | None,
+    live: LiveEvidence | None,
+    observed: Observed | None,
+    program: Program | None,
+) -> tuple[dict[str, Any], Derived]:
+    """Every fact: from events, reports and victims, the agent's, the live history's, and the derived
+    ones (those come with their evidence and notes)."""
+    facts = compute_facts(
+        reports, events, victims, [s.kernel_share for s in scans], rules.events, hint_names(rules.fingerprints)
+    )
+    facts.update(agent_facts(observed))
+    if live is not None:
+        facts.update({k: v for k, v in live.facts.items() if k.startswith("history.")})
+    found = derived_facts(scans, rules, reports, events, victims, known or {}, live, program)
+    facts.update(found.facts)
+    return facts, found
 
 
 def _first_failure_first(victims: list[Victim], timeline: Timeline | None) -> list[Victim]:
@@ -229,12 +258,12 @@ def _notes(
             "not because memory ran out."
         )
     thrash = _thrash(facts, live)
-    if thrash and verdict in ("host_oom", "cgroup_oom", "userspace_oom_kill", "sigkill_unexplained"):
+    if thrash and verdict in KILL_VERDICTS:
         notes.append(
             "Memory had been short for a while before the kill (paging, tasks stalled), so the job was slow "
             f"before it died — {thrash}."
         )
-    if verdict in ("host_oom", "cgroup_oom") and facts.get("kernel.kills", 0) > 1:
+    if verdict in OOM_KILL_VERDICTS and facts.get("kernel.kills", 0) > 1:
         notes.append(f"The kernel killed {facts['kernel.kills']} processes in this input.")
     return notes
 

@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from oomwatch.engine.activity_rules import StreamRule
-from oomwatch.engine.loader import FailureKind, RuleSet
 from oomwatch.engine.model import Event, Evidence, OomReport
+from oomwatch.engine.rules.activity_rules import StreamRule
+from oomwatch.engine.rules.ruleset import FailureKind, RuleSet
 from oomwatch.engine.stamps import Stamp, is_boot_time, parse_field_time, parse_message_time, parse_prefix_time
 
 KERNEL_KIND = "kernel_oom"  # a whole kernel OOM-kill report, in rules/events.yaml `failures`

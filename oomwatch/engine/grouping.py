@@ -23,6 +23,7 @@ from oomwatch.engine.clock import Moment, common, moment, moment_in
 from oomwatch.engine.model import Event
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.selection import NAMING_KINDS
+from oomwatch.engine.verdicts import NO_OOM_EVIDENCE, RAN_OUT
 from oomwatch.engine.victims import pids_in
 
 __all__ = ["Grouping", "Signature", "group_inputs", "signature"]
@@ -127,15 +128,6 @@ def linked(a: Signature, b: Signature) -> str | None:
     return None
 
 
-# what ran out, by verdict: two inputs that each show a different one and share nothing are two failures
-# (a crash is left out: a rank's collateral error after another's kill is one failure)
-RESOURCE = {
-    "host_oom": "host RAM", "cgroup_oom": "host RAM", "userspace_oom_kill": "host RAM", "swap_thrash": "host RAM",
-    "sigkill_unexplained": "host RAM", "python_memory_error": "host RAM", "cuda_oom": "GPU memory",
-    "shm_exhausted": "/dev/shm",
-}  # fmt: skip
-
-
 def told_apart(a: Signature, b: Signature, verdicts: tuple[str | None, str | None] = (None, None)) -> str | None:
     """What positively says the two inputs are about different failures, in words, or None.
     ``verdicts``: each input's verdict read alone, when known."""
@@ -147,7 +139,9 @@ def told_apart(a: Signature, b: Signature, verdicts: tuple[str | None, str | Non
     if a.dead and b.dead and not (a.dead & b.pids or b.dead & a.pids):
         pids = ", ".join(str(p) for p in sorted(b.dead)[:3])
         return f"its dead pids ({pids}) appear nowhere in the other inputs, nor theirs in it"
-    ran_out = [RESOURCE.get(v or "") for v in verdicts]
+    # what ran out, by verdict: two inputs that each show a different one and share nothing are two
+    # failures (a crash names none: a rank's collateral error after another's kill is one failure)
+    ran_out = [RAN_OUT.get(v or "") for v in verdicts]
     if ran_out[0] and ran_out[1] and ran_out[0] != ran_out[1]:
         return f"on its own it shows {ran_out[1]} running out, the others {ran_out[0]}, and nothing links them"
     return None
@@ -172,8 +166,8 @@ def group_inputs(scans: Sequence[ScanResult], verdicts: Sequence[str] | None = N
             if linked(sigs[i], sigs[j]) is not None:
                 parent[root(j)] = root(i)
     # the first input that shows memory running out, else the first that shows a failure
-    memory = [i for i in range(len(scans)) if verdicts is not None and verdicts[i] in RESOURCE]
-    failed = [i for i, s in enumerate(sigs) if s.failure and (verdicts is None or verdicts[i] != "no_oom_evidence")]
+    memory = [i for i in range(len(scans)) if verdicts is not None and verdicts[i] in RAN_OUT]
+    failed = [i for i, s in enumerate(sigs) if s.failure and (verdicts is None or verdicts[i] != NO_OOM_EVIDENCE)]
     first = (memory or failed or [0])[0]
     main = root(first)
     members = [i for i in range(len(scans)) if root(i) == main]

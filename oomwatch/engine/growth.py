@@ -83,7 +83,7 @@ def printed_series(events: Sequence[Event]) -> dict[tuple[str, str], list[tuple[
     kept: dict[str, int] = {}  # per file: host_memory hints kept so far (of any rank)
     for ev in events:
         if ev.kind == "hint" and ev.fields.get("hint") == "host_memory":
-            # the hints thinned out of a flood before this one (engine.scanner) still count in its order
+            # the hints thinned out of a flood before this one (engine.kept_events) still count in its order
             kept[ev.line.file] = kept.get(ev.line.file, 0) + 1
             if ev.line.kernel:
                 continue

@@ -21,7 +21,7 @@ from statistics import median
 from typing import Any
 
 from oomwatch.engine.model import Evidence, LiveProcess, OomReport, TaskRow
-from oomwatch.engine.roles import LAUNCHER_COMMS, PYTHON_PREFIXES, role_for, role_phrase
+from oomwatch.engine.roles import LOGGED_LAUNCHER_COMMS, PYTHON_PREFIXES, role_for, role_phrase
 from oomwatch.engine.sizes import human
 
 ALIKE = 0.25  # ranks within ±25% of the ranks' median are alike
@@ -126,7 +126,7 @@ def table_members(rep: OomReport, roles: Mapping[int, tuple[str, int | None]]) -
     out = []
     for row in rep.tasks:
         role, rank = roles.get(row.pid, ("unknown", None))
-        if not _pythonish(row.name) and role in ("unknown", "other") and row.name not in LAUNCHER_COMMS:
+        if not _pythonish(row.name) and role in ("unknown", "other") and row.name not in LOGGED_LAUNCHER_COMMS:
             role = "other"
         out.append(Member(row.pid, row.name, role, rank, _private(row), Evidence(rep.file, row.line, row.text)))
     return out
@@ -182,7 +182,7 @@ def job_facts(
         evidence["job:outsider"] = [big.evidence]
     if trigger:
         facts["job.trigger_name"] = trigger
-        facts["job.trigger_outside"] = not _pythonish(trigger) and trigger not in LAUNCHER_COMMS
+        facts["job.trigger_outside"] = not _pythonish(trigger) and trigger not in LOGGED_LAUNCHER_COMMS
         named = [m for m in outside if m.name == trigger]
         if len({m.pid for m in named}) == 1:
             facts["job.trigger_share"] = round(named[0].private / (capacity or total or 1), 3)

@@ -9,6 +9,7 @@ it and says what the join gives, or None when the line after is not its rest.
 
 from __future__ import annotations
 
+from oomwatch.engine import kernel_body as kb
 from oomwatch.engine import kernel_lines as kl
 from oomwatch.engine.model import TaskRow
 
@@ -39,7 +40,7 @@ def rejoin_stats(first: str, rest: str) -> tuple[str, dict[str, int]] | None:
     (a cgroup path has no spaces)."""
     if " " in rest:
         return None
-    return kl.parse_stats_header(first + (" " if first.endswith(" for") else "") + rest)
+    return kb.parse_stats_header(first + (" " if first.endswith(" for") else "") + rest)
 
 
 def rejoin_header(first: str, rest: str) -> tuple[tuple[str, ...] | None, str | None]:
@@ -48,11 +49,11 @@ def rejoin_header(first: str, rest: str) -> tuple[tuple[str, ...] | None, str | 
     not its rest."""
     for sep in ("", " "):
         joined = first + sep + rest
-        columns = kl.parse_table_header(joined)
-        if columns is not None and kl.TABLE_COLUMNS.issuperset(columns):
+        columns = kb.parse_table_header(joined)
+        if columns is not None and kb.TABLE_COLUMNS.issuperset(columns):
             return columns, None
         names = joined.split("]", 1)[-1].lower().split()
-        if columns is None and kl.is_cut_table_header(joined) and kl.TABLE_COLUMNS.issuperset(names):
+        if columns is None and kb.is_cut_table_header(joined) and kb.TABLE_COLUMNS.issuperset(names):
             return None, joined
     return None, None
 
@@ -64,9 +65,9 @@ def rejoin_row(first: str, rest: str, columns: tuple[str, ...], line_no: int) ->
     its rest."""
     for sep in ("", " "):
         joined = first + sep + rest
-        row = kl.parse_task_row(joined, columns, line_no)
+        row = kb.parse_task_row(joined, columns, line_no)
         if row is not None and row.name and not row.name.split()[0].isdigit():
             return row, None
-        if row is None and kl.is_cut_task_row(joined, columns):
+        if row is None and kb.is_cut_task_row(joined, columns):
             return None, joined
     return None, None

@@ -99,7 +99,7 @@ class Event:
     line: Line
     fields: dict[str, str] = field(default_factory=dict)
     # of a hint, its number among the input's hints of that name (1, 2, ...): where some were thinned
-    # out of a flood (engine.scanner), how many came before it
+    # out of a flood (engine.kept_events), how many came before it
     seq: int | None = field(default=None, compare=False)
 
     @property

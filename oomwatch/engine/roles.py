@@ -1,6 +1,8 @@
-"""Which part of a training job a process was, from what a log can tell.
+"""Which part of a training job a process was, from what a log can tell; and the vocabulary of roles.
 
-Roles (DESIGN.md): launcher, rank, dataloader_worker, manager, other, unknown.
+Roles (DESIGN.md): launcher, rank, dataloader_worker, manager, other, unknown. The names that tell
+them (comms, launcher programs and modules) are declared here once, for the engine (a log's kernel
+comm alone) and the agent (oomwatch.agent.sample.roles: comm and argv of a live process).
 """
 
 from __future__ import annotations
@@ -11,7 +13,25 @@ from collections.abc import Collection
 # `pt_main_thread` (torch.multiprocessing._set_thread_name); the kernel shows these as comm.
 WORKER_COMMS = frozenset({"pt_data_worker"})
 RANK_COMMS = frozenset({"pt_main_thread"})
-LAUNCHER_COMMS = frozenset({"pt_elastic", "torchrun", "deepspeed", "accelerate", "torch.distribu", "mpirun", "srun"})
+# programs that launch ranks whatever their arguments
+LAUNCHER_PROGRAMS = frozenset({"torchrun", "deepspeed", "mpirun", "mpiexec", "srun"})
+# programs that launch only with a sub-command: `accelerate launch`, `lightning run model`
+LAUNCHER_SUBCOMMANDS = {"accelerate": "launch", "lightning": "run"}
+LAUNCHER_MODULES = frozenset(
+    {
+        "torch.distributed.run",
+        "torch.distributed.launch",
+        "deepspeed.launcher.launch",
+        "deepspeed.launcher.runner",
+        "accelerate.commands.launch",
+        "lightning.fabric.cli",
+    }
+)
+# a launcher by its comm, whatever its argv: torch's elastic agent and the programs above (the agent's)
+LAUNCHER_COMMS = frozenset({"pt_elastic", *LAUNCHER_PROGRAMS})
+# a launcher by the comm a log shows, with no argv to read: also `accelerate` (its sub-command unseen)
+# and `torch.distribu` (python -m torch.distributed.run, as logs name it)
+LOGGED_LAUNCHER_COMMS = LAUNCHER_COMMS | {"accelerate", "torch.distribu"}
 PYTHON_PREFIXES = ("python", "pt_", "ray::", "ipykernel", "jupyter")
 TRAINING_ROLES = frozenset({"launcher", "rank", "dataloader_worker", "manager"})
 
@@ -33,7 +53,7 @@ def role_for(
         return "dataloader_worker"
     if name in RANK_COMMS:
         return "rank"
-    if name in LAUNCHER_COMMS:
+    if name in LOGGED_LAUNCHER_COMMS:
         return "launcher"
     if name.lower().startswith(PYTHON_PREFIXES):
         return "unknown"

@@ -11,17 +11,19 @@ the report is over (task tables and Mem-Info lines carry no anchors).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from oomwatch.engine.fields import match_fields
-from oomwatch.engine.kernel_lines import TASK_HEADER_PATTERN, TASK_ROW_PATTERN, is_table_line, unquote
+from oomwatch.engine.kept_events import KeptEvents
+from oomwatch.engine.kernel_body import TASK_HEADER_PATTERN, TASK_ROW_PATTERN, is_table_line
+from oomwatch.engine.kernel_lines import unquote
 from oomwatch.engine.kernel_report import KEEP_FIRST, KERNEL_ANCHORS, KernelReportAssembler
-from oomwatch.engine.loader import Fingerprint, RuleSet
 from oomwatch.engine.model import Event, InputInfo, Line, OomReport
 from oomwatch.engine.prefilter import ID_BITS, ID_MASK, BlobStore, make_prefilter
 from oomwatch.engine.prefix import Prefixed, strip_prefix
+from oomwatch.engine.rules.fingerprints import Fingerprint
+from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.engine.text import clean_text, split_cr
 
 MAX_LINE = 1 << 20  # bytes of one line that are looked at; the rest is dropped and said
@@ -32,15 +34,6 @@ MATCH_CACHE = 4096  # distinct line texts whose rule matches are remembered (a r
 # report lines (task tables, Mem-Info) read in full per input: ten reports of the biggest hosts
 MAX_REPORT_LINES = 500_000
 MAX_CACHED_LINE = 4096  # bytes (characters) of a line that may be remembered decoded and matched
-MAX_EVENTS_HEAD = 5000  # events of one kind kept from an input's start ...
-MAX_EVENTS_TAIL = 5000  # ... and from its end (the middle of a flood is counted and said)
-# A hint (a memory figure the job printed, a config value) is printed every step: of each hint name,
-# the first HINT_HEAD and the latest HINT_TAIL are kept, and of those between, an evenly spaced
-# sample of at most HINT_MIDDLE (every 2nd, 4th, ... as the flood goes on), so that the series keeps
-# its shape (engine.growth) and one hint's flood never pushes another's lines out
-HINT_HEAD = 1000
-HINT_TAIL = 1000
-HINT_MIDDLE = 1000
 MAX_GAVE_UP_NOTES = 5  # lines whose "rule gave up" is said one by one; the rest are counted in one note
 
 
@@ -135,7 +128,7 @@ class Scanner:
                 f"{state.assembler.dropped + len(reports)} kernel OOM reports in this input: only the first "
                 f"{KEEP_FIRST} and the latest {len(reports) - KEEP_FIRST} were kept"
             )
-        events = state.all_events()
+        events = state.kept.all(state.notes)
         result = ScanResult(file, events, reports)
         result.kernel_share = state.kernel_share
         result.notes = state.notes
@@ -231,7 +224,7 @@ class Scanner:
                 state.matched[text] = found
         matches, gave_up = found
         for fp, fields in matches:
-            state.add_event(Event(fp.event, fp.id, line, dict(fields)))
+            state.kept.add(Event(fp.event, fp.id, line, dict(fields)))
             state.mark_seen = state.mark_seen or fp.event in state.marks
         for name in gave_up:
             state.gave_up += 1
@@ -307,16 +300,10 @@ class _State:
         self.history = b""  # the last WINDOW bytes before the current chunk
         self.chunk = b""
         self.chunk_at = 0  # offset of the current chunk in the input
-        self.events: list[Event] = []
+        self.kept = KeptEvents()  # the events, bounded
         self.matched: dict[str, tuple[tuple[tuple[Fingerprint, dict[str, str]], ...], tuple[str, ...]]] = {}
         self.gave_up = 0  # rule matches that took too long
         self.decoded: dict[bytes, tuple[tuple[Prefixed, bool], ...]] = {}
-        self.kind_counts: dict[str, int] = {}
-        self.tails: dict[str, deque[Event]] = {}
-        self.hint_counts: dict[str, int] = {}  # by hint name
-        self.hint_tails: dict[str, deque[Event]] = {}
-        self.hint_middle: dict[str, tuple[list[Event], int]] = {}  # the thinned middle, and its stride
-        self.events_dropped = 0
         self.report_lines = 0  # lines given to the report assembler because a report was open
         self.lineno = 1
         self.nbytes = 0
@@ -340,74 +327,6 @@ class _State:
                     self.decoded.clear()
                 self.decoded[raw] = found
         return found
-
-    def add_event(self, event: Event) -> None:
-        """Keep an event: of one kind, the first MAX_EVENTS_HEAD and the latest MAX_EVENTS_TAIL (a line
-        printed a million times is not a million pieces of evidence); hints by name, thinned."""
-        if event.kind == "hint":
-            self._add_hint(event)
-            return
-        seen = self.kind_counts.get(event.kind, 0) + 1
-        self.kind_counts[event.kind] = seen
-        if seen <= MAX_EVENTS_HEAD:
-            self.events.append(event)
-            return
-        tail = self.tails.setdefault(event.kind, deque(maxlen=MAX_EVENTS_TAIL))
-        if len(tail) == MAX_EVENTS_TAIL:
-            self.events_dropped += 1
-        tail.append(event)
-
-    def _add_hint(self, event: Event) -> None:
-        name = event.fields.get("hint", "")
-        seen = self.hint_counts.get(name, 0) + 1
-        self.hint_counts[name] = seen
-        event = replace(event, seq=seen)
-        if seen <= HINT_HEAD:
-            self.events.append(event)
-            return
-        tail = self.hint_tails.setdefault(name, deque(maxlen=HINT_TAIL))
-        if len(tail) == HINT_TAIL:
-            self._thin(name, tail[0])
-        tail.append(event)
-
-    def _thin(self, name: str, event: Event) -> None:
-        """`event` leaves the tail of its hint's lines: keep every `stride`-th, halving when full."""
-        middle, stride = self.hint_middle.get(name, ([], 1))
-        if (event.seq or 0) % stride == 0:
-            middle.append(event)
-            if len(middle) > HINT_MIDDLE:
-                stride *= 2
-                middle = [ev for ev in middle if (ev.seq or 0) % stride == 0]
-        self.hint_middle[name] = (middle, stride)
-
-    def all_events(self) -> list[Event]:
-        """The events kept, in the order of their lines; a note when some were not kept."""
-        if self.hint_tails:
-            kept = [ev for middle, _ in self.hint_middle.values() for ev in middle]
-            kept += [ev for tail in self.hint_tails.values() for ev in tail]
-            # only a stride past 1 drops lines: until then every line leaving a tail is kept
-            thinned = sorted((name, stride) for name, (_, stride) in self.hint_middle.items() if stride > 1)
-            heads = sum(min(n, HINT_HEAD) for n in self.hint_counts.values())
-            dropped = sum(self.hint_counts.values()) - heads - len(kept)
-            if dropped > 0:
-                names = ", ".join(f"{name} (every {stride})" for name, stride in thinned)
-                self.notes.append(
-                    f"{dropped} repeated hint lines in the middle of this input were thinned out: of {names}, "
-                    f"the first {HINT_HEAD}, the latest {HINT_TAIL} and an evenly spaced sample between were kept"
-                )
-            self.events = sorted(self.events + kept, key=lambda ev: ev.line.no)
-            self.hint_tails, self.hint_middle = {}, {}
-        if not self.tails:
-            return self.events
-        if self.events_dropped:
-            kinds = ", ".join(sorted(k for k, n in self.kind_counts.items() if n > MAX_EVENTS_HEAD + MAX_EVENTS_TAIL))
-            self.notes.append(
-                f"{self.events_dropped} lines of the same kind ({kinds}) in the middle of this input were not "
-                f"kept: the first {MAX_EVENTS_HEAD} and the latest {MAX_EVENTS_TAIL} of each kind were"
-            )
-        kept = self.events + [ev for tail in self.tails.values() for ev in tail]
-        kept.sort(key=lambda ev: ev.line.no)  # stable: the events of one line keep their order
-        return kept
 
     def keep_before(self, offset: int) -> None:
         """The lines before the failure line that starts at ``offset`` of the input (the current line)."""

@@ -25,8 +25,8 @@ from oomwatch.engine.failure_records import (
     rank_of,
     report_record,
 )
-from oomwatch.engine.loader import RuleSet
 from oomwatch.engine.model import Evidence
+from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.stamps import Stamp
 

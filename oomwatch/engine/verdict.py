@@ -6,9 +6,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from oomwatch.engine.loader import VerdictRule
 from oomwatch.engine.model import OomReport, Victim
 from oomwatch.engine.roles import role_phrase
+from oomwatch.engine.rules.verdict_rules import VerdictRule
 from oomwatch.engine.sizes import human
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")

@@ -94,6 +94,9 @@ def manager_shown(events: Sequence[Event]) -> bool:
     return any(_hint(ev, "mp_manager") for ev in events)
 
 
+Known = Mapping[int, tuple[str, int | None]]  # pid -> (role, rank), as the agent saw them live
+
+
 def build_victims(
     reports: Sequence[OomReport], events: Sequence[Event], known: Mapping[int, tuple[str, int | None]] | None = None
 ) -> list[Victim]:
@@ -102,10 +105,25 @@ def build_victims(
     then the roles of the report's task table (engine.jobshape.table_roles)."""
     ranks, workers = linked_pids(events)
     known = known or {}
+    seen: set[tuple[str, int]] = set()
+    victims = _kernel_victims(reports, events, known, ranks, workers, seen)
+    victims += _log_victims(events, known, ranks, workers, seen)
+    return _lone_rank(_by_importance(victims), events)
+
+
+def _kernel_victims(
+    reports: Sequence[OomReport],
+    events: Sequence[Event],
+    known: Known,
+    ranks: dict[int, int | None],
+    workers: set[int],
+    seen: set[tuple[str, int]],
+) -> list[Victim]:
+    """One victim per pid the kernel's reports killed (``seen`` gets each), with the launchers' lines
+    that name it."""
     by_launcher = launched(events)
     manager = manager_shown(events)
     victims: list[Victim] = []
-    seen: set[tuple[str, int]] = set()
     # each pid's first three lines from launchers and kills, indexed once (per report, every event was read)
     named: dict[int, list[Evidence]] = {}
     for ev in events:
@@ -139,8 +157,21 @@ def build_victims(
                 source="kernel",
             )
         )
+    return victims
+
+
+def _log_victims(
+    events: Sequence[Event],
+    known: Known,
+    ranks: dict[int, int | None],
+    workers: set[int],
+    seen: set[tuple[str, int]],
+) -> list[Victim]:
+    """The victims that launchers, orchestrators and userspace killers name, but no kernel report
+    (``seen`` holds the kernel's)."""
     kernel_pids = {pid for _, pid in seen}
     children = _children(events)
+    victims: list[Victim] = []
     for ev in events:
         if ev.kind not in KILLED_KINDS:
             continue
@@ -182,6 +213,10 @@ def build_victims(
                     source=_SOURCES.get(ev.kind, "log"),
                 )
             )
+    return victims
+
+
+def _by_importance(victims: list[Victim]) -> list[Victim]:
     order = {id(v): i for i, v in enumerate(victims)}
 
     def importance(v: Victim) -> tuple[bool, bool, bool, bool, int]:
@@ -194,8 +229,7 @@ def build_victims(
         unnamed = v.pid is None and v.source in _KILLERS
         return (v.source != "kernel", v.role not in TRAINING_ROLES, v.anon_rss_bytes == 0, unnamed, latest_first)
 
-    victims.sort(key=importance)
-    return _lone_rank(victims, events)
+    return sorted(victims, key=importance)
 
 
 _KILLERS = ("kernel", "userspace-oom-killer")

@@ -17,21 +17,9 @@ from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Cause, Evidence, OomReport
 from oomwatch.engine.sizes import human
 from oomwatch.engine.timeline import Failure
+from oomwatch.engine.verdicts import HEADLINES  # each verdict's headline (engine.verdicts.TABLE)
 from oomwatch.render.layout import NOT_A_TERMINAL, clip_quote, code, quote, table, wrap
 from oomwatch.textsafe import code_fence, code_span, escape_controls, markdown_text
-
-HEADLINES = {
-    "host_oom": "HOST OUT OF MEMORY (kernel OOM killer)",
-    "cgroup_oom": "MEMORY LIMIT HIT (cgroup / container / job limit)",
-    "userspace_oom_kill": "KILLED BY A USERSPACE OOM KILLER",
-    "cuda_oom": "GPU OUT OF MEMORY (CUDA)",
-    "shm_exhausted": "SHARED MEMORY (/dev/shm) EXHAUSTED",
-    "python_memory_error": "PYTHON MemoryError",
-    "swap_thrash": "SWAP EXHAUSTED",
-    "sigkill_unexplained": "KILLED BY SIGKILL, NOT BY THE OOM KILLER AS FAR AS THE LOGS SHOW",
-    "other_crash": "NOT A MEMORY FAILURE (crash or scheduler kill)",
-    "no_oom_evidence": "NO MEMORY FAILURE FOUND",
-}
 
 
 def render_json(d: Diagnosis) -> str:

@@ -111,7 +111,7 @@ def test_the_agent_does_not_load_the_log_engine():
     are loaded by `diagnose` only."""
     code = (
         "import sys, oomwatch.cli, oomwatch.agent.daemon\n"
-        "heavy = [m for m in sys.modules if m.startswith(('oomwatch.engine.scanner', 'oomwatch.engine.loader', "
+        "heavy = [m for m in sys.modules if m.startswith(('oomwatch.engine.scanner', 'oomwatch.engine.rules.loader', "
         "'hyperscan', 're2'))]\n"
         "print(heavy)\n"
     )

@@ -20,8 +20,8 @@ from oomwatch.agent.analyze.job import SOURCE, analyze
 from oomwatch.agent.analyze.strain import StrainWarner
 from oomwatch.agent.model import CgroupSample, NodeSample, Tick
 from oomwatch.engine.diagnose import diagnose
-from oomwatch.engine.loader import load_rules
 from oomwatch.engine.model import LiveEvidence
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.procfs.pressure import Pressure, PressureLine
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.cgroup_util import memory_cgroup

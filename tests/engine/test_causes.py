@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from oomwatch.engine.diagnose import diagnose
-from oomwatch.engine.lint import lint
-from oomwatch.engine.loader import load_rules
+from oomwatch.engine.rules.lint import lint
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import Scanner
 
 RULES = load_rules()
@@ -206,7 +206,7 @@ def test_a_close_second_leaves_the_cause_undetermined() -> None:
 
 
 def test_refines_names_causes_that_exist() -> None:
-    from oomwatch.engine.cause_rules import parse_cause
+    from oomwatch.engine.rules.cause_rules import parse_cause
 
     base = {"id": "keep_in_memory_duplication", "title": "t", "remedy": "r", "when": {"fact": "kernel.kills", "gt": 0},
             "mechanism": "m", "fix": "f", "confirm": "c"}  # fmt: skip

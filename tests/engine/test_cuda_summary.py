@@ -5,7 +5,7 @@ the torch 2.x rows use KiB/MiB (torch/cuda/memory.py `_format_size`)."""
 from __future__ import annotations
 
 from oomwatch.engine.diagnose import diagnose
-from oomwatch.engine.loader import load_rules
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import Scanner
 
 RULES = load_rules()

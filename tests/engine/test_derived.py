@@ -8,8 +8,8 @@ from oomwatch.engine.code import code_facts, scan_program
 from oomwatch.engine.diagnose import diagnose
 from oomwatch.engine.growth import growth_facts, shape
 from oomwatch.engine.jobshape import Member, job_facts
-from oomwatch.engine.loader import load_rules
 from oomwatch.engine.model import Evidence, LiveProcess, Program, SourceFile
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import WINDOW, Scanner
 
 RULES = load_rules()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from oomwatch.engine.diagnose import diagnose
-from oomwatch.engine.loader import load_rules
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import Scanner
 
 RULES = load_rules()

@@ -13,9 +13,9 @@ from pathlib import Path
 from oomwatch.engine import kernel_lines as kl
 from oomwatch.engine.diagnose import diagnose
 from oomwatch.engine.kernel_report import assemble_kernel_reports
-from oomwatch.engine.loader import load_rules
 from oomwatch.engine.model import Line
 from oomwatch.engine.prefix import strip_prefix
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import Scanner
 
 RULES = load_rules()

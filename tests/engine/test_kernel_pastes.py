@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from oomwatch.engine import kernel_body as kb
 from oomwatch.engine import kernel_lines as kl
 from oomwatch.engine import kernel_wraps as kw
 from oomwatch.engine.diagnose import diagnose
 from oomwatch.engine.kernel_report import assemble_kernel_reports
-from oomwatch.engine.loader import load_rules
 from oomwatch.engine.model import Line
 from oomwatch.engine.prefix import strip_prefix
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import Scanner
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -131,16 +132,16 @@ def test_table_header_and_rows_wrapped_either_way() -> None:
 
 
 def test_cut_heads_of_report_lines() -> None:
-    assert kl.parse_memcg_usage("memory: usage 921600kB, limit 921600kB,") == kl.MemcgUsage(
+    assert kb.parse_memcg_usage("memory: usage 921600kB, limit 921600kB,") == kb.MemcgUsage(
         921600 * KB, 921600 * KB, None
     )
     header = kl.parse_header("python3 invoked oom-killer:")
     assert header is not None and (header.comm, header.gfp_mask) == ("python3", None)
     assert kl.parse_cpu_pid("CPU: 0 UID: 0 PID: 12922 Comm:") == 12922
-    assert kl.is_cut_table_header("[  pid  ]   uid  tgid total_vm      rss")
-    assert not kl.is_cut_table_header("[  pid  ]   uid  tgid total_vm      rss name")
-    assert kl.is_cut_task_row("[  12922]     0 12922   314539", ("uid", "tgid", "total_vm", "rss", "name"))
-    assert not kl.is_cut_task_row(
+    assert kb.is_cut_table_header("[  pid  ]   uid  tgid total_vm      rss")
+    assert not kb.is_cut_table_header("[  pid  ]   uid  tgid total_vm      rss name")
+    assert kb.is_cut_task_row("[  12922]     0 12922   314539", ("uid", "tgid", "total_vm", "rss", "name"))
+    assert not kb.is_cut_task_row(
         "[  12922]     0 12922   314539   161 python3", ("uid", "tgid", "total_vm", "rss", "name")
     )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from oomwatch.engine import kernel_body as kb
 from oomwatch.engine import kernel_lines as kl
 from oomwatch.engine.kernel_report import (
     KERNEL_ANCHORS,
@@ -743,17 +744,17 @@ def test_to_int() -> None:
     ],
 )
 def test_table_header_layouts(header: str) -> None:
-    cols = kl.parse_table_header(header)
+    cols = kb.parse_table_header(header)
     assert cols is not None and cols[0] == "uid" and cols[-1] == "name"
     values = " ".join(str(i + 1) for i in range(len(cols) - 1))
-    t = kl.parse_task_row(f"[  777] {values} my proc", cols, 9)
+    t = kb.parse_task_row(f"[  777] {values} my proc", cols, 9)
     assert t is not None and (t.pid, t.name, t.line, t.uid, t.tgid) == (777, "my proc", 9, 1, 2)
     assert (t.total_vm_bytes, t.rss_bytes) == (3 * PAGE, 4 * PAGE)  # pages, always columns 3 and 4
 
 
 def test_table_header_rejects_other_brackets() -> None:
-    assert kl.parse_table_header("[ pid ] something") is None
-    assert kl.parse_table_header("[ 5864.708505] hello") is None
+    assert kb.parse_table_header("[ pid ] something") is None
+    assert kb.parse_table_header("[ 5864.708505] hello") is None
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 import regex
 
-from oomwatch.engine import loader
-from oomwatch.engine.loader import MAX_RULES_FILE_BYTES, RuleSet, load_rules
-from oomwatch.engine.redos import backtracking_problems
+from oomwatch.engine.rules import loader, ruleset
+from oomwatch.engine.rules.loader import MAX_RULES_FILE_BYTES, load_rules
+from oomwatch.engine.rules.redos import backtracking_problems
+from oomwatch.engine.rules.ruleset import RuleSet
 from tests.conftest import run_oomwatch
 
 RULE = """\
@@ -274,7 +275,7 @@ def test_the_merge_replaces_as_the_first_rule_with_the_id_or_name() -> None:
     rules, fast, slow = RuleSet(), [], []  # type: ignore[var-annotated]
     for _ in range(3000):
         new = _Rule(f"id{rng.randrange(400)}", f"name{rng.randrange(400)}")
-        loader._replace_or_add(rules, fast, new)
+        ruleset.replace_or_add(rules, fast, new)
         _reference_merge(slow, new)
         assert fast == slow
 
@@ -288,7 +289,7 @@ def _merge_seconds(n: int) -> float:
         try:
             started = time.process_time()
             for new in news:
-                loader._replace_or_add(rules, items, new)
+                ruleset.replace_or_add(rules, items, new)
             best = min(best, time.process_time() - started)
         finally:
             gc.enable()
@@ -355,9 +356,9 @@ def test_a_value_of_the_wrong_kind_anywhere_in_a_shipped_rule_is_an_error_with_a
     and checking the examples never raise, and no error is the catch-all "malformed rule" (each has its reason)."""
     import yaml
 
-    from oomwatch.engine.activity_rules import check_activity_examples, check_stream_examples
     from oomwatch.engine.code import check_code_examples
-    from oomwatch.engine.lint import as_scanned, check_examples
+    from oomwatch.engine.rules.activity_rules import check_activity_examples, check_stream_examples
+    from oomwatch.engine.rules.lint import as_scanned, check_examples
 
     key, function = KINDS[name]
     doc = yaml.safe_load((loader.builtin_rules_dir() / name).read_text())

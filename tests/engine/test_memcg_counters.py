@@ -10,8 +10,8 @@ cgroup's files, a person's `# comment` after a value).
 from __future__ import annotations
 
 from oomwatch.engine.diagnose import diagnose
-from oomwatch.engine.loader import load_rules
 from oomwatch.engine.memcg_counters import counter_dumps
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import Scanner
 
 RULES = load_rules()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from oomwatch.engine.loader import load_rules
 from oomwatch.engine.prefilter import available_backends
+from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import Scanner
 
 RULES = load_rules()
@@ -137,7 +137,7 @@ def test_a_flood_of_one_hint_is_thinned_evenly_and_keeps_the_others() -> None:
     run, their count and the series' order stay those of the input, and the note says so."""
     from oomwatch.engine import growth
     from oomwatch.engine.facts import compute_facts
-    from oomwatch.engine.scanner import HINT_HEAD, HINT_MIDDLE, HINT_TAIL
+    from oomwatch.engine.kept_events import HINT_HEAD, HINT_MIDDLE, HINT_TAIL
 
     n = 20_000
     lines = [b"step %d loss 0.5 RSS: %d MB" % (i, 1000 + i // 10) for i in range(n)]

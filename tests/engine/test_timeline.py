@@ -191,7 +191,7 @@ def test_times_in_the_formats_logs_print() -> None:
 
 
 def test_failure_roles_are_checked_when_rules_load(tmp_path: Path) -> None:
-    from oomwatch.engine.loader import load_rules
+    from oomwatch.engine.rules.loader import load_rules
 
     (tmp_path / "events.yaml").write_text(
         "events:\n  mine: 'a kind of my own'\n"

@@ -64,7 +64,7 @@ class Incidents(Gatherer, Ledger):
     def _load_engine(self) -> tuple[Any, Any]:
         if self._engine is None:
             from oomwatch.engine.api import Engine
-            from oomwatch.engine.loader import load_rules
+            from oomwatch.engine.rules.loader import load_rules
             from oomwatch.render.diagnosis import RENDERERS
 
             # Python's re as the prefilter: a kernel report is ~100 lines, and Hyperscan's database

@@ -33,6 +33,9 @@ The first rule that matches wins (see :func:`assign_roles`):
    script for the others (Lightning's DDP strategy, ``subprocess.Popen([sys.executable, *sys.argv])``
    with LOCAL_RANK set), whose own RANK is set in-process, after its environment was read.
 
+The names these rules know (comms, launcher programs, sub-commands and modules) are the engine's
+vocabulary, declared once in :mod:`oomwatch.engine.roles`.
+
 Everything else is decided by :mod:`oomwatch.agent.sample.discovery` once jobs are known: inside a job a python
 process is ``unknown`` and any other ``other``; outside any job, ``other``.
 """
@@ -42,22 +45,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from oomwatch.engine.roles import PYTHON_PREFIXES, RANK_COMMS, WORKER_COMMS
-
-LAUNCHER_COMMS = frozenset({"pt_elastic", "torchrun", "deepspeed", "mpirun", "mpiexec", "srun"})
-LAUNCHER_PROGRAMS = frozenset({"torchrun", "deepspeed", "mpirun", "mpiexec", "srun"})
-# programs that launch only with a sub-command: `accelerate launch`, `lightning run model`
-LAUNCHER_SUBCOMMANDS = {"accelerate": "launch", "lightning": "run"}
-LAUNCHER_MODULES = frozenset(
-    {
-        "torch.distributed.run",
-        "torch.distributed.launch",
-        "deepspeed.launcher.launch",
-        "deepspeed.launcher.runner",
-        "accelerate.commands.launch",
-        "lightning.fabric.cli",
-    }
+from oomwatch.engine.roles import (
+    LAUNCHER_COMMS,
+    LAUNCHER_MODULES,
+    LAUNCHER_PROGRAMS,
+    LAUNCHER_SUBCOMMANDS,
+    PYTHON_PREFIXES,
+    RANK_COMMS,
+    WORKER_COMMS,
 )
+
 MP_CHILD_MARKERS = ("from multiprocessing.spawn import spawn_main", "multiprocessing.forkserver")
 MANAGER_MARKERS = ("multiprocessing.managers",)
 TRACKER_MARKERS = ("multiprocessing.resource_tracker",)

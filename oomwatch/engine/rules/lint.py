@@ -8,13 +8,15 @@ and verdict rules only name known facts.
 
 from __future__ import annotations
 
-from oomwatch.engine.activity_rules import check_activity_examples, check_stream_examples
 from oomwatch.engine.code import check_code_examples
-from oomwatch.engine.facts import hint_names, known_facts
+from oomwatch.engine.fact_names import hint_names, known_facts
 from oomwatch.engine.fields import match_fields
-from oomwatch.engine.loader import Fingerprint, RuleError, RuleSet
 from oomwatch.engine.prefix import strip_prefix
+from oomwatch.engine.rules.activity_rules import check_activity_examples, check_stream_examples
+from oomwatch.engine.rules.fingerprints import Fingerprint
+from oomwatch.engine.rules.ruleset import RuleError, RuleSet
 from oomwatch.engine.text import clean_text
+from oomwatch.engine.verdicts import NO_OOM_EVIDENCE
 
 EXAMPLE_TIMEOUT = 1.0
 MIN_ANCHOR = 4  # bytes (UTF-8) of an anchor at least: `-9` is in every `lr=1e-9` and kernel version
@@ -76,6 +78,6 @@ def lint(rules: RuleSet) -> list[RuleError]:
     for source, rule_id, used in named:
         file, _, line = source.rpartition(":")
         errors.extend(RuleError(file, int(line), f"{rule_id}: unknown fact {n!r}") for n in sorted(used - facts))
-    if not any(vr.verdict == "no_oom_evidence" for vr in rules.verdicts):
+    if not any(vr.verdict == NO_OOM_EVIDENCE for vr in rules.verdicts):
         errors.append(RuleError("verdicts.yaml", 0, "no rule gives `no_oom_evidence` (the fallback)"))
     return sorted(set(errors), key=lambda e: (e.file, e.line, e.message))

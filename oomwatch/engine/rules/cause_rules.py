@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from oomwatch.engine.conditions import Condition, parse_condition
+from oomwatch.engine.rules.conditions import Condition, parse_condition
 
 CAUSE_IDS = (
     "keep_in_memory_duplication", "checkpoint_load_duplication", "cow_refcount_defeat",
@@ -101,40 +101,9 @@ def parse_cause(item: Any, source: str, verdicts: tuple[str, ...]) -> tuple[Caus
     errs += [f"unknown verdict {v!r} in `verdicts`" for v in applies if v not in verdicts]
     when, cond_errs = parse_condition(item.get("when", {}))
     errs += cond_errs
-    signals: list[Signal] = []
-    for raw in item.get("signals") or []:
-        if not isinstance(raw, dict) or "when" not in raw or "weight" not in raw:
-            errs.append("each signal needs `when` and `weight`")
-            continue
-        cond, cond_errs = parse_condition(raw["when"])
-        errs += cond_errs
-        evidence = raw.get("evidence")
-        if evidence is not None and not str(evidence).startswith(EVIDENCE_KINDS):
-            errs.append(f"unknown evidence {evidence!r} (use one of {list(EVIDENCE_KINDS)})")
-        try:
-            weight = float(raw["weight"])
-        except (TypeError, ValueError):
-            errs.append(f"weight must be a number, not {raw['weight']!r}")
-            continue
-        if cond is not None:
-            says = raw.get("says")
-            signals.append(Signal(cond, weight, str(evidence) if evidence else None, str(says) if says else None))
-    unless: list[tuple[Condition, str]] = []
-    for raw in item.get("unless") or []:
-        if not isinstance(raw, dict) or "when" not in raw or "says" not in raw:
-            errs.append("each `unless` needs `when` and `says`")
-            continue
-        cond, cond_errs = parse_condition(raw["when"])
-        errs += cond_errs
-        if cond is not None:
-            unless.append((cond, " ".join(str(raw["says"]).split())))
-    refines = item.get("refines") or []
-    if not isinstance(refines, list) or not all(isinstance(r, str) for r in refines):
-        errs.append("`refines` must be a list of cause ids")
-        refines = []
-    errs += [f"unknown cause {r!r} in `refines`" for r in refines if r not in CAUSE_IDS]
-    if item.get("id") in refines:
-        errs.append("a cause cannot refine itself")
+    signals = _signals(item.get("signals") or [], errs)
+    unless = _unless(item.get("unless") or [], errs)
+    refines = _refines(item, errs)
     remedy = " ".join(str(item.get("remedy", "")).split())
     if "remedy" in item and not 0 < len(remedy) <= MAX_REMEDY:
         errs.append(f"remedy must be one line of 1 to {MAX_REMEDY} characters (it becomes an alert's label)")
@@ -159,3 +128,52 @@ def parse_cause(item: Any, source: str, verdicts: tuple[str, ...]) -> tuple[Caus
         ),
         [],
     )
+
+
+def _signals(raws: list[Any], errs: list[str]) -> list[Signal]:
+    """Each signal's condition, weight and evidence; what is wrong is added to ``errs``."""
+    signals: list[Signal] = []
+    for raw in raws:
+        if not isinstance(raw, dict) or "when" not in raw or "weight" not in raw:
+            errs.append("each signal needs `when` and `weight`")
+            continue
+        cond, cond_errs = parse_condition(raw["when"])
+        errs += cond_errs
+        evidence = raw.get("evidence")
+        if evidence is not None and not str(evidence).startswith(EVIDENCE_KINDS):
+            errs.append(f"unknown evidence {evidence!r} (use one of {list(EVIDENCE_KINDS)})")
+        try:
+            weight = float(raw["weight"])
+        except (TypeError, ValueError):
+            errs.append(f"weight must be a number, not {raw['weight']!r}")
+            continue
+        if cond is not None:
+            says = raw.get("says")
+            signals.append(Signal(cond, weight, str(evidence) if evidence else None, str(says) if says else None))
+    return signals
+
+
+def _unless(raws: list[Any], errs: list[str]) -> list[tuple[Condition, str]]:
+    """The measurements that drop the cause, each with its words; what is wrong is added to ``errs``."""
+    unless: list[tuple[Condition, str]] = []
+    for raw in raws:
+        if not isinstance(raw, dict) or "when" not in raw or "says" not in raw:
+            errs.append("each `unless` needs `when` and `says`")
+            continue
+        cond, cond_errs = parse_condition(raw["when"])
+        errs += cond_errs
+        if cond is not None:
+            unless.append((cond, " ".join(str(raw["says"]).split())))
+    return unless
+
+
+def _refines(item: dict[str, Any], errs: list[str]) -> list[str]:
+    """The cause ids this cause refines; what is wrong is added to ``errs``."""
+    refines = item.get("refines") or []
+    if not isinstance(refines, list) or not all(isinstance(r, str) for r in refines):
+        errs.append("`refines` must be a list of cause ids")
+        refines = []
+    errs += [f"unknown cause {r!r} in `refines`" for r in refines if r not in CAUSE_IDS]
+    if item.get("id") in refines:
+        errs.append("a cause cannot refine itself")
+    return refines
