@@ -293,8 +293,8 @@ def test_an_incident_written_at_100_columns_is_shown_in_a_narrower_terminal(tmp_
 
 
 def test_run_s_table_of_samples_fits_the_width() -> None:
-    from oomwatch.agent.model import ProcessSample, Tick
     from oomwatch.agent.recorder import Recorder
+    from oomwatch.agent.tick import ProcessSample, Tick
     from oomwatch.render.run import render_samples
 
     gib = 1 << 30

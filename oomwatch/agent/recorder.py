@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from oomwatch.agent.model import ProcessSample, Tick
+from oomwatch.agent.tick import ProcessSample, Tick
 from oomwatch.engine.diagnosis import Diagnosis
 
 NODE_POINTS = 3000  # node samples kept for the swap/pressure analyzer: 10 minutes at the default 0.2 s

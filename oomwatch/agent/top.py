@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from oomwatch.agent.model import ProcessSample, Tick
+from oomwatch.agent.tick import ProcessSample, Tick
 
 GROWTH_WINDOW = 60.0  # seconds of samples behind "growth per minute"
 

@@ -17,7 +17,7 @@ from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.selection import Selection, inside, select_reports
 from oomwatch.engine.timeline import Timeline, build_timeline, verdict_note
-from oomwatch.engine.verdict import choose, render, template_values
+from oomwatch.engine.verdict_choice import choose, render, template_values
 from oomwatch.engine.verdicts import KILL_VERDICTS, NO_OOM_EVIDENCE, OOM_KILL_VERDICTS
 from oomwatch.engine.victims import build_victims
 

@@ -2,7 +2,7 @@
 
 Roles (DESIGN.md): launcher, rank, dataloader_worker, manager, other, unknown. The names that tell
 them (comms, launcher programs and modules) are declared here once, for the engine (a log's kernel
-comm alone) and the agent (oomwatch.agent.sample.roles: comm and argv of a live process).
+comm alone) and the agent (oomwatch.agent.sample.process_roles: comm and argv of a live process).
 """
 
 from __future__ import annotations

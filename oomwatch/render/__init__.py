@@ -6,5 +6,5 @@ tables (``history``).
 
 Render takes values and returns text; it writes and reads no files (the command that asked for a file writes
 it). It may import the engine, ``oomwatch.textsafe``, ``oomwatch.redact`` and the agent's pure value modules
-(``agent.model``, ``agent.recorder``, ``agent.top``); no agent room that does I/O (sample, watch, incidents,
+(``agent.tick``, ``agent.recorder``, ``agent.top``); no agent room that does I/O (sample, watch, incidents,
 history, serve) and no command line (tests/test_import_directions.py holds it)."""

@@ -1,7 +1,7 @@
 """An incident for a person, as text: who was killed when, the diagnosis and the job's history before the kill.
 
-Also which verdicts are the kernel's OOM kills (``is_oom_kill``): the text and the HTML page both title an
-incident by it, and the agent's log line too.
+Also whether an incident is one of the kernel's OOM kills (``is_oom_kill``, by the engine's verdict table): the
+text and the HTML page both title an incident by it.
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ from typing import Any
 
 from oomwatch.engine.roles import role_phrase
 from oomwatch.engine.sizes import human
+from oomwatch.engine.verdicts import OOM_KILL_VERDICTS
 from oomwatch.render.layout import NOT_A_TERMINAL, table, wrap
 from oomwatch.textsafe import escape_controls, escape_lines
-
-OOM_VERDICTS = frozenset({"host_oom", "cgroup_oom"})
 
 
 def is_oom_kill(doc: dict[str, Any]) -> bool:
     """Whether an incident is the kernel's OOM kill (else a SIGKILL from elsewhere, see agent.sigkills)."""
-    return (doc.get("diagnosis") or {}).get("verdict") in OOM_VERDICTS
+    return (doc.get("diagnosis") or {}).get("verdict") in OOM_KILL_VERDICTS
 
 
 def render_incident_text(doc: dict[str, Any], diagnosis_text: str, width: int = NOT_A_TERMINAL) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from oomwatch import __version__
-from oomwatch.agent.model import CgroupSample, ProcessSample, Tick
+from oomwatch.agent.tick import CgroupSample, ProcessSample, Tick
 from oomwatch.agent.top import History, others_by_rss, tree_order
 from oomwatch.engine.sizes import human
 from oomwatch.textsafe import escape_controls

@@ -10,10 +10,10 @@ import subprocess
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.agent.sample.sampler import Sampler
 from oomwatch.agent.serve.exporter import AgentCollector, RenderCache, registry_for
 from oomwatch.agent.serve.series import PROCESS_LABELS, exported_processes
+from oomwatch.agent.tick import ProcessSample, Tick
 from oomwatch.agent.top import History
 from oomwatch.render.top import render_text
 from tests.agent.proctree import MIB, rank_tree
@@ -232,7 +232,7 @@ def test_promtool_accepts_hostile_label_values(tmp_path):
     """Label values are what processes named themselves: quotes, backslashes, newlines, escapes and
     bidi overrides in a comm, a run id and a cgroup name stay inside their label (the exposition
     escapes them) and come back as they were; promtool accepts the page."""
-    from oomwatch.agent.model import CgroupSample, ProcessSample, Tick
+    from oomwatch.agent.tick import CgroupSample, ProcessSample, Tick
 
     promtool = require_tool("promtool", "apt-get install prometheus")
     job = 'run"} 1\nfake_metric{a="b'

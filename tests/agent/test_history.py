@@ -28,8 +28,8 @@ from click.testing import CliRunner
 from oomwatch.agent.history.reader import open_readonly
 from oomwatch.agent.history.schema import SCHEMA_VERSION, CgroupRow, ProcessRow
 from oomwatch.agent.history.store import HistoryStore
-from oomwatch.agent.model import CgroupSample, NodeSample, ProcessSample, Tick
 from oomwatch.agent.sample.notices import Notices
+from oomwatch.agent.tick import CgroupSample, NodeSample, ProcessSample, Tick
 from oomwatch.cli.history import history_cmd, parse_when
 from oomwatch.errors import InputError
 from oomwatch.procfs.pressure import Pressure, PressureLine
@@ -389,7 +389,7 @@ WRITER = r"""
 import sys, time
 from pathlib import Path
 from oomwatch.agent.history.store import HistoryStore
-from oomwatch.agent.model import NodeSample, ProcessSample, Tick
+from oomwatch.agent.tick import NodeSample, ProcessSample, Tick
 
 path, n, start, pause = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 store = HistoryStore(path, fine_seconds=float(sys.argv[5]))

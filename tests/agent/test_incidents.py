@@ -197,7 +197,7 @@ def test_without_a_kernel_log_the_counters_still_make_an_incident(tmp_path: Path
 def test_a_worker_orphaned_by_its_ranks_death_stays_in_the_job_and_is_no_program_of_its_own(tmp_path: Path):
     from oomwatch.agent.analyze.job import programs
     from oomwatch.agent.incidents.writer import Incidents
-    from oomwatch.agent.model import ProcessSample, Tick
+    from oomwatch.agent.tick import ProcessSample, Tick
 
     def sample(pid: int, ppid: int, comm: str, role: str, job: str | None) -> ProcessSample:
         return ProcessSample(pid=pid, ppid=ppid, comm=comm, role=role, job=job, rank=None, local_rank=None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from oomwatch.agent.sample.discovery import classify
 from oomwatch.agent.sample.jobnames import StableJobs
-from oomwatch.agent.sample.roles import ProcInfo
+from oomwatch.agent.sample.process_roles import ProcInfo
 
 RUN = {"TORCHELASTIC_RUN_ID": "llm-7b"}
 

@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from oomwatch.agent.model import CgroupSample, ProcessSample, Tick
+from oomwatch.agent.tick import CgroupSample, ProcessSample, Tick
 from oomwatch.agent.top import History
 from oomwatch.render.incident_text import render_incident_text
 from oomwatch.render.top import render_text

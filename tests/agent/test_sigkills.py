@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from oomwatch.agent.incidents.sigkills import SHORT_CGROUP, memory_short
-from oomwatch.agent.model import CgroupSample, NodeSample, Tick
+from oomwatch.agent.tick import CgroupSample, NodeSample, Tick
 from oomwatch.procfs.pressure import Pressure, PressureLine
 from tests.agent.agentproc import AgentProcess, wait_metric, wait_ticks
 from tests.cgroup_util import memory_cgroup

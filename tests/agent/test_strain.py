@@ -18,7 +18,7 @@ import pytest
 
 from oomwatch.agent.analyze.job import SOURCE, analyze
 from oomwatch.agent.analyze.strain import StrainWarner
-from oomwatch.agent.model import CgroupSample, NodeSample, Tick
+from oomwatch.agent.tick import CgroupSample, NodeSample, Tick
 from oomwatch.engine.diagnose import diagnose
 from oomwatch.engine.model import LiveEvidence
 from oomwatch.engine.rules.loader import load_rules

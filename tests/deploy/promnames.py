@@ -17,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from oomwatch.agent.analyze.forecast import Forecast
 from oomwatch.agent.incidents.writer import Incidents
-from oomwatch.agent.model import CgroupSample, CollectorResult, GpuSample, NodeSample, ProcessSample, Tick
 from oomwatch.agent.serve.exporter import AgentCollector, registry_for
+from oomwatch.agent.tick import CgroupSample, CollectorResult, GpuSample, NodeSample, ProcessSample, Tick
 from oomwatch.procfs.pressure import Pressure, PressureLine
 
 # Labels Prometheus itself puts on every scraped series (the agent never exports them).

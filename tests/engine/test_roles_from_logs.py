@@ -17,7 +17,7 @@ import pytest
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.jobshape import table_roles
-from oomwatch.engine.verdict import describe_victim
+from oomwatch.engine.verdict_choice import describe_victim
 from oomwatch.engine.victims import launched, linked_pids, manager_shown
 from tests.conftest import FIXTURES
 

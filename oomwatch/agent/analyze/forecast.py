@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oomwatch.agent.model import Tick
+from oomwatch.agent.tick import Tick
 
 WINDOW = 120.0
 MIN_POINTS = 6

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oomwatch.agent.model import Tick
+from oomwatch.agent.tick import Tick
 from oomwatch.engine.sizes import human
 
 SWAP_HIGH, SWAP_LOW = 0.9, 0.8  # swap used / total

@@ -28,7 +28,7 @@ from oomwatch.agent.history.schema import (
     Unusable,
     check_ours,
 )
-from oomwatch.agent.model import Tick
+from oomwatch.agent.tick import Tick
 from oomwatch.errors import InputError
 
 log = logging.getLogger("oomwatch.agent")

@@ -58,8 +58,8 @@ from oomwatch.agent.history.schema import (
     is_corrupt,
     prepare,
 )
-from oomwatch.agent.model import Tick
 from oomwatch.agent.sample.notices import Notices
+from oomwatch.agent.tick import Tick
 from oomwatch.procfs.pressure import Pressure
 
 log = logging.getLogger("oomwatch.agent")

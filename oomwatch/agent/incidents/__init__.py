@@ -7,7 +7,7 @@ JSON file with the diagnosis, the history before the kill, the job's output and 
 * ``listing``: the incidents on disk read back; ``counter``: kills seen only by the OOM-kill counters;
 * ``sigkills``: SIGKILLs with no OOM report; ``joboutput``: the job's stdout/stderr files; ``killid``: kill ids.
 
-May import the engine, ``procfs`` (/dev/kmsg too), the agent's ``model``, ``atomic``, ``analyze``, ``sample``
+May import the engine, ``procfs`` (/dev/kmsg too), the agent's ``tick``, ``atomic``, ``analyze``, ``sample``
 (the job's code) and ``watch`` (process exits), and ``render`` (the incident's text); the history store is
 handed in (imported for its type only); never ``serve`` or the command line.
 """

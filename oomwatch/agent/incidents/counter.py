@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oomwatch.agent.model import ProcessSample, Tick
+from oomwatch.agent.tick import ProcessSample, Tick
 
 if TYPE_CHECKING:
     from oomwatch.agent.incidents.writer import Incidents

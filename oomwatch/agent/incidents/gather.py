@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from oomwatch.agent.analyze.job import this_run
 from oomwatch.agent.incidents.joboutput import JobOutput, OutputFile, job_outputs, locate_outputs
-from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.agent.sample import jobcode
+from oomwatch.agent.tick import ProcessSample, Tick
 from oomwatch.engine.model import Program
 from oomwatch.engine.roles import PYTHON_PREFIXES
 

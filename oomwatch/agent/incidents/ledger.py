@@ -17,7 +17,7 @@ from typing import Any
 
 from oomwatch.agent.atomic import write_atomic
 from oomwatch.agent.incidents.listing import incident_dir, list_incidents
-from oomwatch.agent.model import ProcessSample
+from oomwatch.agent.tick import ProcessSample
 
 log = logging.getLogger("oomwatch.agent")
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from oomwatch.agent.incidents.writer import Incidents
-from oomwatch.agent.model import ProcessSample, Tick
+from oomwatch.agent.tick import ProcessSample, Tick
 from oomwatch.agent.watch.exits import ProcExit
 from oomwatch.engine.sizes import human
 from oomwatch.paths import HostPaths

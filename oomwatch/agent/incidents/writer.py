@@ -24,11 +24,12 @@ from oomwatch.agent.incidents.joboutput import JobOutput
 from oomwatch.agent.incidents.killid import agent_kill_id, boot_id, kernel_kill_id, line_kill_id
 from oomwatch.agent.incidents.ledger import NO_REMEDY, Ledger, Pending, alert_cause
 from oomwatch.agent.incidents.listing import INCIDENT_SCHEMA
-from oomwatch.agent.model import ProcessSample
+from oomwatch.agent.tick import ProcessSample
 from oomwatch.engine.model import Evidence, Observed, Victim
 from oomwatch.engine.roles import role_phrase
+from oomwatch.engine.verdicts import OOM_KILL_VERDICTS
 from oomwatch.procfs.kmsg import KmsgRecord
-from oomwatch.render.incident_text import OOM_VERDICTS, render_incident_text, summary_text
+from oomwatch.render.incident_text import render_incident_text, summary_text
 
 if TYPE_CHECKING:
     from oomwatch.agent.history.store import HistoryStore
@@ -230,7 +231,7 @@ class Incidents(Gatherer, Ledger):
         said_role = role_phrase(victim.role, victim.rank) if victim else ""
         log.warning(
             "%s: pid %d (%s%s%s) [%s]: %s -> %s",
-            "OOM kill" if verdict in OOM_VERDICTS else "killed",
+            "OOM kill" if verdict in OOM_KILL_VERDICTS else "killed",
             pending.pid,
             comm,
             f", {said_role}" if said_role else "",

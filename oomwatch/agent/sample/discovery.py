@@ -1,7 +1,7 @@
 """Discovery: which processes belong to which training job, and in what role.
 
 :func:`snapshot` reads ``/proc`` (thin, through the procfs readers); :func:`classify` is pure.
-Roles come from :mod:`oomwatch.agent.sample.roles`. Jobs:
+Roles come from :mod:`oomwatch.agent.sample.process_roles`. Jobs:
 
 - a *tree* is a process with a training role (launcher, rank, dataloader_worker, manager, or the
   training parent of workers) together with its ancestors and descendants that have one too; its
@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oomwatch.agent.sample.roles import ProcInfo, assign_roles, is_python
+from oomwatch.agent.sample.process_roles import ProcInfo, assign_roles, is_python
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone
 from oomwatch.procfs.cgroup import CgroupMembership, read_proc_cgroup

@@ -11,8 +11,8 @@ import contextlib
 from types import ModuleType
 from typing import Any
 
-from oomwatch.agent.model import GpuSample
 from oomwatch.agent.sample.notices import Notices
+from oomwatch.agent.tick import GpuSample
 
 
 class GpuCollector:

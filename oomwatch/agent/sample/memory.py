@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from oomwatch.agent.model import CgroupSample, NodeSample
 from oomwatch.agent.sample.notices import Notices
+from oomwatch.agent.tick import CgroupSample, NodeSample
 from oomwatch.cgroupfs.detect import (
     CgroupMount,
     MemoryCgroup,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from oomwatch.agent.sample.discovery import cgroup_path
 from oomwatch.agent.sample.notices import Notices
-from oomwatch.agent.sample.roles import ProcInfo
+from oomwatch.agent.sample.process_roles import ProcInfo
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone, process_files
 from oomwatch.procfs.cgroup import CgroupMembership, parse_proc_cgroup, read_proc_cgroup_text

@@ -13,7 +13,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from oomwatch.agent.model import (
+from oomwatch.agent.sample.discovery import Member, classify, memory_cgroup_path
+from oomwatch.agent.sample.gpu import GpuCollector
+from oomwatch.agent.sample.jobnames import StableJobs
+from oomwatch.agent.sample.memory import CgroupCollector, collect_node
+from oomwatch.agent.sample.notices import Notices
+from oomwatch.agent.sample.process_roles import ProcInfo, has_rank_env, is_launcher, is_python
+from oomwatch.agent.sample.proctable import ProcessTable, Tracked
+from oomwatch.agent.sample.pss import OUTSIDE_JOBS, PRIORITY, Candidate, SmapsBudget
+from oomwatch.agent.tick import (
     TRAINING_ROLES,
     CgroupSample,
     CollectorResult,
@@ -22,14 +30,6 @@ from oomwatch.agent.model import (
     ProcessSample,
     Tick,
 )
-from oomwatch.agent.sample.discovery import Member, classify, memory_cgroup_path
-from oomwatch.agent.sample.gpu import GpuCollector
-from oomwatch.agent.sample.jobnames import StableJobs
-from oomwatch.agent.sample.memory import CgroupCollector, collect_node
-from oomwatch.agent.sample.notices import Notices
-from oomwatch.agent.sample.proctable import ProcessTable, Tracked
-from oomwatch.agent.sample.pss import OUTSIDE_JOBS, PRIORITY, Candidate, SmapsBudget
-from oomwatch.agent.sample.roles import ProcInfo, has_rank_env, is_launcher, is_python
 from oomwatch.cgroupfs.detect import MemoryCgroup
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone

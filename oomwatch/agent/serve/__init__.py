@@ -5,5 +5,5 @@
 * ``http``: the server (TLS, endpoints); ``webconfig``: the web config file and its checks;
   ``basicauth``: the bcrypt check.
 
-Imports the agent's values (``agent.model``, ``agent.incidents`` for its counts), never the command line.
+Imports the agent's values (``agent.tick``, ``agent.incidents`` for its counts), never the command line.
 """

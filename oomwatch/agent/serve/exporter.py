@@ -31,7 +31,6 @@ from prometheus_client.registry import Collector
 
 from oomwatch import __version__
 from oomwatch.agent.incidents.ledger import RECENT_SECONDS
-from oomwatch.agent.model import ProcessSample, Tick
 from oomwatch.agent.serve.series import (
     PROCESS_GAUGES,
     PROCESS_LABELS,
@@ -42,6 +41,7 @@ from oomwatch.agent.serve.series import (
     fold,
     process_labels,
 )
+from oomwatch.agent.tick import ProcessSample, Tick
 
 if TYPE_CHECKING:
     from oomwatch.agent.analyze.forecast import Forecast

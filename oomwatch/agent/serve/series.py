@@ -3,7 +3,7 @@ bounds the exporter's series by ranks and roles rather than by processes (see ``
 
 from __future__ import annotations
 
-from oomwatch.agent.model import ProcessSample, Tick
+from oomwatch.agent.tick import ProcessSample, Tick
 
 PROCESS_LABELS = ["training_job", "rank", "local_rank", "role", "pid", "comm"]
 
