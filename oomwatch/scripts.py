@@ -21,11 +21,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from oomwatch.engine.model import Program, SourceFile
+from oomwatch.engine.roles import LAUNCHER_MODULE_PREFIXES
 
 MAX_FILES = 12
 MAX_BYTES = 1 << 20
 DEPTH = 2
-LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "deepspeed", "accelerate", "lightning")
 _NAMED = re.compile(r'(?:^|\s)(?P<path>[\w./~-]+\.py) FAILED\b|File "(?P<tb>[^"<>]+\.py)", line \d+')
 
 
@@ -35,7 +35,7 @@ def script_of(argv: Sequence[str]) -> tuple[str | None, str | None]:
         if arg.endswith(".py") and not arg.startswith("-"):
             return arg, None
     for i, arg in enumerate(argv[:-1]):
-        if arg == "-m" and not argv[i + 1].startswith(LAUNCHER_MODULES):
+        if arg == "-m" and not argv[i + 1].startswith(LAUNCHER_MODULE_PREFIXES):
             return None, argv[i + 1]
     return None, None
 

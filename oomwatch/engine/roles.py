@@ -27,6 +27,8 @@ LAUNCHER_MODULES = frozenset(
         "lightning.fabric.cli",
     }
 )
+# `python -m X` where X starts with one of these runs a launcher, not the training script (scripts.script_of)
+LAUNCHER_MODULE_PREFIXES = ("torch.distributed.run", "torch.distributed.launch", "deepspeed", "accelerate", "lightning")
 # a launcher by its comm, whatever its argv: torch's elastic agent and the programs above (the agent's)
 LAUNCHER_COMMS = frozenset({"pt_elastic", *LAUNCHER_PROGRAMS})
 # a launcher by the comm a log shows, with no argv to read: also `accelerate` (its sub-command unseen)
