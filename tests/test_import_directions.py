@@ -113,3 +113,44 @@ def test_the_rules_model_imports_only_itself_and_leaf_modules(module: str) -> No
 def test_the_verdict_table_is_a_leaf() -> None:
     assert "oomwatch.engine.verdicts" in MODULES
     assert not MODULES["oomwatch.engine.verdicts"]
+
+
+# The agent's rooms and the other rooms (and top-level agent modules) each may use: a map for a newcomer,
+# and no cycle between rooms (a room's tests can import it without the rooms that use it).
+AGENT_ROOMS = {
+    "sample": {"tick"},
+    "watch": {"atomic"},
+    "analyze": {"tick"},
+    "history": {"analyze", "sample", "tick"},
+    "incidents": {"analyze", "atomic", "history", "sample", "tick", "watch"},
+    "serve": {"analyze", "incidents", "tick"},
+}
+
+
+@pytest.mark.parametrize("room", sorted(AGENT_ROOMS))
+def test_each_agent_room_uses_only_the_rooms_it_declares(room: str) -> None:
+    used = set()
+    for module, imports in MODULES.items():
+        if _under(module, f"oomwatch.agent.{room}"):
+            used |= {
+                m.split(".")[2]
+                for m in imports
+                if _under(m, "oomwatch.agent") and m.count(".") >= 2 and not _under(m, f"oomwatch.agent.{room}")
+            }
+    assert used <= AGENT_ROOMS[room], f"agent.{room} uses {sorted(used - AGENT_ROOMS[room])}"
+
+
+def test_the_agent_rooms_form_no_cycle() -> None:
+    seen: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(room: str, path: tuple[str, ...]) -> None:
+        if seen.get(room) == 2:
+            return
+        assert seen.get(room) != 1, f"a cycle: {' -> '.join((*path, room))}"
+        seen[room] = 1
+        for other in AGENT_ROOMS[room] & AGENT_ROOMS.keys():
+            visit(other, (*path, room))
+        seen[room] = 2
+
+    for room in AGENT_ROOMS:
+        visit(room, ())

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from oomwatch.agent.incidents.killid import kernel_kill_id, line_kill_id
 from oomwatch.agent.incidents.writer import Incidents
 from oomwatch.agent.serve.exporter import AgentCollector, registry_for
+from oomwatch.agent.watch.killid import kernel_kill_id, line_kill_id
 from oomwatch.agent.watch.logfile import LogFileWatcher
 from oomwatch.agent.watch.spans import kill_reports
 from oomwatch.procfs.kmsg import parse_kmsg_record

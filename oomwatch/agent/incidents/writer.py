@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from oomwatch.agent.analyze.job import analyze, programs
 from oomwatch.agent.incidents.gather import WINDOW, Gatherer, solo_job
 from oomwatch.agent.incidents.joboutput import JobOutput
-from oomwatch.agent.incidents.killid import agent_kill_id, boot_id, kernel_kill_id, line_kill_id
 from oomwatch.agent.incidents.ledger import NO_REMEDY, Ledger, Pending, alert_cause
 from oomwatch.agent.incidents.listing import INCIDENT_SCHEMA
 from oomwatch.agent.tick import ProcessSample
+from oomwatch.agent.watch.killid import agent_kill_id, boot_id, kernel_kill_id, line_kill_id
 from oomwatch.engine.model import Evidence, Observed, Victim
 from oomwatch.engine.roles import role_phrase
 from oomwatch.engine.verdicts import OOM_KILL_VERDICTS

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from oomwatch.agent.incidents.killid import kernel_kill_id
 from oomwatch.agent.watch.base import KEEP, KernelLogWatcher
+from oomwatch.agent.watch.killid import kernel_kill_id
 from oomwatch.agent.watch.spans import kill_spans
 
 log = logging.getLogger("oomwatch.agent")
