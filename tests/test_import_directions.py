@@ -154,3 +154,10 @@ def test_the_agent_rooms_form_no_cycle() -> None:
 
     for room in AGENT_ROOMS:
         visit(room, ())
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "oomwatch.estimate")))
+def test_the_estimator_imports_only_itself_and_the_engine(module: str) -> None:
+    allowed = ("oomwatch.estimate", "oomwatch.engine")
+    outside = sorted(m for m in MODULES[module] if m != "oomwatch" and not any(_under(m, a) for a in allowed))
+    assert not outside, f"{module} imports {outside}"

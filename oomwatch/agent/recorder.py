@@ -13,6 +13,7 @@ from oomwatch.agent.tick import ProcessSample, Tick
 from oomwatch.engine.diagnosis import Diagnosis
 
 NODE_POINTS = 3000  # node samples kept for the swap/pressure analyzer: 10 minutes at the default 0.2 s
+TRAIL_POINTS = 2000  # samples of each process (and cgroup) kept for the estimator, thinned evenly past it
 
 _Point = tuple[float, int | None, int | None, int | None, int | None]  # (time, rss, anon, uss, rchar)
 
@@ -46,9 +47,32 @@ class Seen:
                 self.peak[attr] = v
 
 
+class Trail:
+    """A whole run's samples of one process or cgroup, at most ``TRAIL_POINTS``: past it every other one is
+    dropped and only every second sample after is kept (the stride doubles), so the run's start stays."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[Any, ...]] = []
+        self.stride = 1
+        self._skipped = 0
+
+    def add(self, point: tuple[Any, ...]) -> None:
+        self._skipped += 1
+        if self._skipped < self.stride:
+            return
+        self._skipped = 0
+        self.points.append(point)
+        if len(self.points) >= TRAIL_POINTS:
+            self.points = self.points[::2]
+            self.stride *= 2
+
+
 class Recorder:
     def __init__(self) -> None:
         self.seen: dict[int, Seen] = {}
+        # the estimator's input (oomwatch estimate, run --report): every process's and cgroup's sizes over the run
+        self.trails: dict[int, Trail] = {}
+        self.cgroup_trails: dict[str, Trail] = {}
         self.last_tick: Tick | None = None
         self.peak_gpu: tuple[int, int] | None = None  # (used, total) at the highest use
         # swap and pressure of the node, each tick, the last NODE_POINTS (the analyzers' input)
@@ -62,6 +86,9 @@ class Recorder:
             if s is None or s.gone:
                 s = self.seen[p.pid] = Seen(p, p, tick.time, tick.time)
             s.update(p, tick.time)
+            self.trails.setdefault(p.pid, Trail()).add((tick.time, p.uss, p.pss, p.rss, p.anon, p.shmem))
+        for c in tick.cgroups:
+            self.cgroup_trails.setdefault(c.path, Trail()).add((tick.time, c.usage, c.anon, c.shmem, c.file, c.limit))
         for pid, s in self.seen.items():
             if pid not in alive:
                 s.gone = True
@@ -87,6 +114,26 @@ class Recorder:
         # its first parent: a worker that outlives its rank by a moment is re-parented
         return [{"pid": pid, "ppid": s.first.ppid, "comm": s.last.comm, "anon": s.peak.get("anon")}
                 for pid, s in self.seen.items() if s.last_time >= since]  # fmt: skip
+
+    def samples(self) -> dict[str, Any]:
+        """The trails as a document: each process (its last role, rank and comm) with its samples, and the
+        samples of the one memory cgroup every process was in (the job's own), when there is one."""
+        processes = [
+            {"pid": pid, "role": s.last.role, "rank": s.last.rank, "comm": s.last.comm,
+             "points": [list(pt) for pt in self.trails[pid].points]}
+            for pid, s in sorted(self.seen.items()) if pid in self.trails
+        ]  # fmt: skip
+        paths = {s.last.cgroup for s in self.seen.values()}
+        job = next(iter(paths)) if len(paths) == 1 else None
+        cgroup = None
+        if job is not None and job in self.cgroup_trails:
+            cgroup = {"path": job, "points": [list(pt) for pt in self.cgroup_trails[job].points]}
+        return {
+            "process_columns": ["time", "uss", "pss", "rss", "anon", "shmem"],
+            "cgroup_columns": ["time", "usage", "anon", "shmem", "file", "limit"],
+            "processes": processes,
+            "cgroup": cgroup,
+        }
 
     def roles(self) -> dict[int, tuple[str, int | None]]:
         return {pid: (s.last.role, s.last.rank) for pid, s in self.seen.items()}

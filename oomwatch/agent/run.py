@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import signal
 import subprocess
 import sys
@@ -97,7 +98,10 @@ def run_command(
     stdout: IO[bytes] | None = None,
     stderr: IO[bytes] | None = None,
     read_code: bool = True,
+    stop_after: float | None = None,
 ) -> RunResult:
+    """Run ``argv``, sample its tree every ``interval`` until it exits (or, with ``stop_after``, until that many
+    seconds passed: then its processes are sent SIGTERM, and SIGKILL 10 s later), and diagnose it if it failed."""
     paths = paths or HostPaths()
     notes: list[str] = []
     kmsg = _open_kmsg(paths, notes)
@@ -108,7 +112,13 @@ def run_command(
     sampler = Sampler(paths, pss_budget=pss_budget, top_n=0, subtree=proc.pid)
     recorder = Recorder()
     try:
-        code = _sample_until_exit(proc, sampler, recorder, kmsg, records, interval, paths.proc if read_code else None)
+        deadline = started + stop_after if stop_after is not None else None
+        code = _sample_until_exit(
+            proc, sampler, recorder, kmsg, records, interval, paths.proc if read_code else None, deadline
+        )
+        if proc.returncode is None:  # the probe's time is up
+            _stop_tree(proc, recorder)
+            notes.append(f"stopped after {stop_after:g} s, as asked (a probe): the run did not end by itself")
         returncode = proc.returncode
         # the kernel's report is written before the victim's parent sees it die; give it a moment
         time.sleep(0.05)
@@ -177,9 +187,11 @@ def _sample_until_exit(
     records: deque[KmsgRecord],
     interval: float,
     code_in: Path | None,
+    deadline: float | None = None,
 ) -> CodeRef | None:
-    """Sample the command's tree every ``interval`` until it exits, reading the kernel log as it goes;
-    the code it runs is located under ``code_in`` (the host's /proc; None: not read)."""
+    """Sample the command's tree every ``interval`` until it exits (or the monotonic ``deadline`` passes),
+    reading the kernel log as it goes; the code it runs is located under ``code_in`` (the host's /proc; None:
+    not read)."""
     code: CodeRef | None = None
     while True:
         tick = sampler.tick()
@@ -192,7 +204,38 @@ def _sample_until_exit(
             proc.wait(timeout=interval)
             return code
         except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                return code
+
+
+def _stop_tree(proc: subprocess.Popen[bytes], recorder: Recorder, grace: float = 10.0) -> None:
+    """SIGTERM to the command and every process of its tree still alive (all started by it), SIGKILL to what is
+    left after ``grace`` seconds."""
+    pids = [proc.pid, *(p.pid for p in (recorder.last_tick.processes if recorder.last_tick else ()))]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in dict.fromkeys(pids):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        try:
+            proc.wait(timeout=grace)
+            if sig == signal.SIGTERM:
+                time.sleep(0.2)  # its children's own exits
+                alive = [pid for pid in pids[1:] if _alive(pid)]
+                if not alive:
+                    return
+                pids = alive
+        except subprocess.TimeoutExpired:
             continue
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _command_code(argv: Sequence[str]) -> Program | None:

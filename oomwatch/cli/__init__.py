@@ -24,6 +24,7 @@ LAZY_COMMANDS = {
     "run": ("oomwatch.cli.agent", "run_cmd"),
     "history": ("oomwatch.cli.history", "history_cmd"),
     "incidents": ("oomwatch.cli.incidents", "incidents_group"),
+    "estimate": ("oomwatch.cli.estimate", "estimate_cmd"),
 }
 
 

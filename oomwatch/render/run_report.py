@@ -1,5 +1,6 @@
 """``oomwatch run --report FILE``: the run as one JSON document (the command, redacted; how it ended; the
-diagnosis; the kernel's lines; each process seen with its peaks), for a machine or a later reader."""
+diagnosis; the kernel's lines; each process seen with its peaks; and the samples of every process and of the
+job's memory cgroup over the run, the input of ``oomwatch estimate``), for a machine or a later reader."""
 
 from __future__ import annotations
 
@@ -35,4 +36,7 @@ def run_report(result: RunResult, command: Sequence[str]) -> str:
         ],
         "notes": result.notes,
     }
-    return json.dumps(doc, indent=2) + "\n"
+    text = json.dumps(doc, indent=2)
+    # the samples, compact (thousands of points): still one JSON document
+    samples = json.dumps(result.recorder.samples(), separators=(",", ":"))
+    return f'{text[:-2]},\n  "samples": {samples}\n}}\n'

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from oomwatch.agent.analyze.forecast import Forecast, Warner, fit, predict
+from oomwatch.agent.analyze.forecast import Forecast, Warner, predict
+from oomwatch.engine.fit import fit
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.cgroup_util import memory_cgroup
 from tests.conftest import require_root_cgroup, run_oomwatch

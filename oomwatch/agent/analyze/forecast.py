@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oomwatch.agent.tick import Tick
+from oomwatch.engine.fit import fit
 
 WINDOW = 120.0
 MIN_POINTS = 6
@@ -33,23 +34,6 @@ class Forecast:
     slope: float  # bytes per second
     seconds: float  # until the limit at this slope
     r2: float
-
-
-def fit(points: Sequence[tuple[float, float]]) -> tuple[float, float, float] | None:
-    """(slope, intercept, r²) of the least-squares line through (t, y); None for < 2 points or no spread."""
-    n = len(points)
-    if n < 2:
-        return None
-    mt = sum(t for t, _ in points) / n
-    my = sum(y for _, y in points) / n
-    stt = sum((t - mt) ** 2 for t, _ in points)
-    if stt == 0:
-        return None
-    sty = sum((t - mt) * (y - my) for t, y in points)
-    syy = sum((y - my) ** 2 for _, y in points)
-    slope = sty / stt
-    r2 = 1.0 if syy == 0 else (sty * sty) / (stt * syy)
-    return slope, my - slope * mt, r2
 
 
 def predict(

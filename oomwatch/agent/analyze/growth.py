@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from oomwatch.agent.analyze.forecast import fit
 from oomwatch.agent.analyze.series import MIB, EvidenceMap, Facts, Lines, Series, clock, spans, who
+from oomwatch.engine.fit import fit
 from oomwatch.engine.sizes import human
 
 

@@ -1,0 +1,200 @@
+"""``oomwatch estimate``: how much host memory the job needs at another scale, and with each fix."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from oomwatch.engine.sizes import parse_size
+from oomwatch.exitcodes import Exit
+
+FORMATS = ("text", "json", "markdown")
+
+
+def _size(text: str | None, what: str) -> int | None:
+    if text is None:
+        return None
+    value = parse_size(text, "b")
+    if value is None or value <= 0:
+        raise click.BadParameter(f"{text!r} is not a size (e.g. 500G, 1500M)", param_hint=what)
+    return value
+
+
+def _seconds(text: str | None, what: str) -> float | None:
+    if text is None:
+        return None
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    body, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1.0)
+    try:
+        value = float(body) * unit
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a duration (e.g. 90s, 5m, 2h)", param_hint=what) from None
+    if not value > 0:
+        raise click.BadParameter("must be more than 0", param_hint=what)
+    return value
+
+
+def _fail(message: str) -> None:
+    click.echo(f"oomwatch: {message}", err=True)
+    sys.exit(Exit.USAGE)
+
+
+@click.command("estimate", context_settings={"ignore_unknown_options": False})
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--report",
+    "report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A run recorded with `oomwatch run --report FILE` (or a probe's --save).",
+)
+@click.option(
+    "--probe",
+    metavar="DURATION",
+    help="Run COMMAND (after --) under oomwatch run for this long (90s, 5m), then stop it and estimate "
+    "from what it used; a command that ends sooner is measured whole.",
+)
+@click.option(
+    "--save",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --probe: also write the probe's run report here, to estimate from again later.",
+)
+@click.option("--ranks", type=click.IntRange(min=1), help="Ranks of the full job (default: as measured).")
+@click.option("--workers", type=click.IntRange(min=0), help="DataLoader workers per rank (default: as measured).")
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Nodes the ranks are spread over (the estimate is per node).",
+)
+@click.option("--limit", metavar="SIZE", help="The node's or job's memory limit (500G, 1500M): does it fit?")
+@click.option(
+    "--duration",
+    metavar="DURATION",
+    help="How long the full run is (2h): memory still growing at the end of the measured run is extended to it.",
+)
+@click.option(
+    "--fix",
+    "fixes",
+    multiple=True,
+    metavar="CAUSE",
+    help="Also say what this cause's fix would need (keep_in_memory_duplication, cow_refcount_defeat, "
+    "unbounded_cache, manager_cache, checkpoint_load_duplication, pin_memory_prefetch); the causes "
+    "the run's diagnosis named are always included.",
+)
+@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+def estimate_cmd(
+    command: tuple[str, ...], report: Path | None, probe: str | None, save: Path | None, ranks: int | None,
+    workers: int | None, nodes: int, limit: str | None, duration: str | None, fixes: tuple[str, ...], fmt: str,
+) -> None:  # fmt: skip
+    """Estimate the host memory a job needs at full scale, and with each fix.
+
+    From a recorded run (--report, written by `oomwatch run --report`) or a short
+    probe (--probe 90s -- COMMAND...), oomwatch models each role of the job: what a
+    launcher, a rank, a DataLoader worker and a manager hold privately (USS), what
+    each loaded and how it grows; and what the node holds once (pages the processes
+    share, the page cache their files fill). It then projects the model to --ranks,
+    --workers and --nodes: the memory one node needs that cannot be reclaimed (what
+    decides an OOM kill), with an interval, the share by role, and whether it fits
+    --limit; and what the fixes of the mechanisms the run showed would make of it
+    (memory-mapped data instead of keep_in_memory=True copies, numpy storage instead
+    of Python objects, a bounded cache).
+
+    It assumes each rank and worker at the larger scale does what one did here (the
+    same data, batch and model); more data or longer sequences are not seen, and it
+    says so. Measure at a scale that already shows the mechanism: 2 ranks show a
+    per-rank copy, 1 worker shows copy-on-write growth.
+
+    \b
+    Examples:
+      $ oomwatch run --report r.json -- torchrun --nproc-per-node 2 train.py
+      $ oomwatch estimate --report r.json --ranks 8 --workers 6 --limit 500G
+      $ oomwatch estimate --probe 90s --ranks 4 --limit 1500M -- torchrun --nproc-per-node 2 train.py
+    """
+    from oomwatch.estimate.inputs import EstimateInputError, from_report
+
+    if (report is None) == (probe is None):
+        _fail("give a recorded run (--report FILE) or a probe (--probe 90s -- COMMAND...), one of them")
+    if probe is None and command:
+        _fail(f"a command ({command[0]}) is only run with --probe")
+    if save is not None and probe is None:
+        _fail("--save goes with --probe")
+    limit_bytes = _size(limit, "--limit")
+    seconds = _seconds(duration, "--duration")
+    try:
+        if report is not None:
+            doc, source = _read_report(report), str(report)
+        else:
+            doc, source = _probe(command, _seconds(probe, "--probe") or 0.0, save), f"a {probe} probe"
+        recorded = from_report(doc, source)
+    except EstimateInputError as exc:
+        _fail(str(exc))
+        return
+    click.echo(_answer(recorded, ranks, workers, nodes, limit_bytes, seconds, fixes, fmt), nl=False)
+
+
+def _read_report(path: Path) -> dict[str, Any]:
+    from oomwatch.engine.readlimit import read_text_limited
+
+    try:
+        doc = json.loads(read_text_limited(path, 256 << 20))
+    except (OSError, ValueError) as exc:
+        _fail(f"cannot read {path}: {exc}")
+    if not isinstance(doc, dict):
+        _fail(f"{path} is not a run report (not a JSON object)")
+    return doc
+
+
+def _probe(command: tuple[str, ...], seconds: float, save: Path | None) -> dict[str, Any]:
+    from oomwatch.agent.run import run_command
+    from oomwatch.render.run_report import run_report
+    from oomwatch.sharedfile import write_for_people
+
+    if not command:
+        _fail("--probe needs the command to run, after --")
+    logging.getLogger("oomwatch.agent").setLevel(logging.ERROR)
+    try:
+        result = run_command(command, stop_after=seconds)
+    except FileNotFoundError as exc:
+        click.echo(f"oomwatch: {exc}", err=True)
+        sys.exit(127)
+    text = run_report(result, command)
+    if save is not None:
+        write_for_people(save, text)
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
+def _answer(recorded: Any, ranks: int | None, workers: int | None, nodes: int, limit: int | None,
+            seconds: float | None, fixes: tuple[str, ...], fmt: str) -> str:  # fmt: skip
+    from oomwatch.estimate.fixes import FIXES, fixed_models
+    from oomwatch.estimate.model import build
+    from oomwatch.estimate.project import Scale, WhatIf, project
+    from oomwatch.render import estimate as render
+    from oomwatch.render.layout import output_width
+
+    unknown = [f for f in fixes if f not in FIXES]
+    if unknown:
+        _fail(f"--fix {unknown[0]}: no fix modelled for it (one of: {', '.join(FIXES)})")
+    model = build(recorded.traces, recorded.job)
+    scale = Scale(
+        ranks=ranks or model.ranks,
+        workers=workers if workers is not None else round(model.workers_per_rank),
+        nodes=nodes,
+        seconds=seconds,
+    )
+    projection = project(model, scale, limit)
+    what_ifs = [
+        WhatIf(cause, change, project(fixed, scale, limit), assumption)
+        for cause, change, fixed, assumption in fixed_models(model, (*recorded.causes, *fixes))
+    ]
+    if fmt == "json":
+        return render.render_json(model, projection, what_ifs, recorded.source)
+    if fmt == "markdown":
+        return render.render_markdown(model, projection, what_ifs, recorded.source)
+    return render.render_text(model, projection, what_ifs, recorded.source, output_width(sys.stdout))

@@ -1,0 +1,77 @@
+"""What a model is built from: a run report (``oomwatch run --report``, a probe), or rows read from the
+agent's history. Values in (parsed JSON, rows), a ``Recorded`` out; files are opened by the command."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from oomwatch.estimate.model import JobPoint, Point, Trace, traces_from_rows
+
+
+class EstimateInputError(ValueError):
+    """A document or history that holds no samples to model."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    traces: list[Trace]
+    job: list[JobPoint]
+    causes: tuple[str, ...]  # cause ids the run's diagnosis named, most likely first
+    source: str  # what it came from, in words
+    ended: str | None = None  # how the run ended, when known ("exit 0", "killed by SIGKILL", "stopped")
+    limit: int | None = None  # the job cgroup's limit during the run, when it had one
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def from_report(doc: Mapping[str, Any], source: str) -> Recorded:
+    """A run report's samples (``samples.processes``, ``samples.cgroup``) and its diagnosis's causes."""
+    samples = doc.get("samples")
+    if not isinstance(samples, Mapping) or not isinstance(samples.get("processes"), list):
+        raise EstimateInputError(
+            f"{source} has no samples: write it with this oomwatch's `run --report` (older reports lack them)"
+        )
+    traces = []
+    for proc in samples["processes"]:
+        if not isinstance(proc, Mapping) or not isinstance(proc.get("pid"), int):
+            continue
+        trace = Trace(
+            proc["pid"], str(proc.get("role") or "unknown"), _int(proc.get("rank")), str(proc.get("comm") or "")
+        )
+        for pt in proc.get("points") or ():
+            if isinstance(pt, list) and len(pt) >= 6 and isinstance(pt[0], (int, float)):
+                trace.points.append(Point(float(pt[0]), *(_int(v) for v in pt[1:6])))
+        if trace.points:
+            traces.append(trace)
+    if not traces:
+        raise EstimateInputError(f"{source} holds no process samples (the run ended before the first sample?)")
+    job: list[JobPoint] = []
+    limit = None
+    cgroup = samples.get("cgroup")
+    if isinstance(cgroup, Mapping):
+        for pt in cgroup.get("points") or ():
+            if isinstance(pt, list) and len(pt) >= 6 and isinstance(pt[0], (int, float)):
+                job.append(JobPoint(float(pt[0]), _int(pt[1]), _int(pt[2]), _int(pt[3]), _int(pt[4])))
+                limit = _int(pt[5]) or limit
+    found = doc.get("diagnosis")
+    diagnosis: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    causes = tuple(str(c["id"]) for c in diagnosis.get("causes") or () if isinstance(c, Mapping) and "id" in c)
+    rc = doc.get("returncode")
+    ended = None
+    if isinstance(rc, int):
+        ended = f"exit {rc}" if rc >= 0 else f"killed by signal {-rc}"
+    return Recorded(traces, job, causes, source, ended, limit)
+
+
+def from_history(rows: Iterable[Any], cgroup_rows: Iterable[Any], source: str) -> Recorded:
+    """The agent's history rows of one job (``history.schema.ProcessRow``) and of its cgroup (``CgroupRow``)."""
+    fields = ("time", "pid", "role", "rank", "comm", "uss", "pss", "rss", "anon", "shmem")
+    traces = traces_from_rows({f: getattr(r, f, None) for f in fields} for r in rows)
+    if not traces:
+        raise EstimateInputError(f"{source}: no samples of this job")
+    job = [JobPoint(float(c.time), c.usage, c.anon, c.shmem, c.file) for c in cgroup_rows]
+    return Recorded(traces, job, (), source)

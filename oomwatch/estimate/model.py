@@ -1,0 +1,263 @@
+"""A job's memory as a model per role, from the samples of one recorded run (a probe, a ``run --report``, the
+agent's history): what each launcher, rank, DataLoader worker and manager holds privately (USS), how it
+stepped up while loading and how it grows, and what the job's processes hold once for the node (pages they
+share, the page cache their files fill). Pure: samples in, a model out.
+
+What scales with what (``Role.per``): a launcher once per node; ranks with the ranks on the node; workers with
+the ranks times the workers of each; a manager with the ranks when each rank had one, else as seen; anything
+else as seen. Shared pages and the page cache are counted once per node, whatever the scale.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomwatch.engine.fit import fit
+
+ROLES = ("launcher", "rank", "dataloader_worker", "manager", "other")
+STEP_WINDOW = 2.0  # seconds: the steepest climb over this long is a process's step up (its load)
+SETTLED_SHARE = 0.05  # growing less than this share of its private set over the last third: settled
+MIN_GROWTH_POINTS = 4  # samples a growth slope is fitted over, at least
+MIN_GROWTH_SPAN = 2.0  # seconds they span, at least
+# anonymous memory in the job's cgroup at its first sample that no process of the job held: more, and the cgroup
+# is shared with other programs (the figures are then the processes' own)
+FOREIGN_ANON = 64 << 20
+ALIVE_SLACK = 1.0  # seconds: a process sampled this near the job's peak was alive then
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sample of one process; sizes in bytes, None when not read."""
+
+    time: float
+    uss: int | None
+    pss: int | None
+    rss: int | None
+    anon: int | None
+    shmem: int | None = None
+
+
+@dataclass(frozen=True)
+class JobPoint:
+    """One sample of the job's memory cgroup (when the job has one of its own)."""
+
+    time: float
+    usage: int | None
+    anon: int | None
+    shmem: int | None
+    file: int | None = None
+
+
+@dataclass
+class Trace:
+    """One process over the run."""
+
+    pid: int
+    role: str
+    rank: int | None
+    comm: str
+    points: list[Point] = field(default_factory=list)
+
+    def private(self) -> list[tuple[float, int]]:
+        """(time, private bytes): USS when smaps was read at least 3 times, else anonymous memory."""
+        uss = [(p.time, p.uss) for p in self.points if p.uss is not None]
+        if len(uss) >= 3:
+            return uss
+        return [(p.time, p.anon) for p in self.points if p.anon is not None]
+
+
+@dataclass(frozen=True)
+class ProcessModel:
+    pid: int
+    role: str
+    rank: int | None
+    comm: str
+    start: int  # private bytes at its first sample
+    base: int  # before its steepest climb
+    step: int  # its steepest climb over STEP_WINDOW seconds: what it loaded
+    peak: int  # its largest private set
+    last: int
+    growth: float  # bytes per second over the last part of the run (0 when it did not grow)
+    settled: bool  # whether it had stopped growing by the end
+    at_peak: int | None = None  # its private set when the job held the most (None: not alive then)
+
+
+@dataclass(frozen=True)
+class Role:
+    role: str
+    per: str  # "node", "rank", "worker", "seen": what its count scales with
+    seen: int  # processes of this role in the run
+    peak: float  # median private set when the job held the most (of those alive then; else of their peaks)
+    low: float  # the smallest of them
+    high: float  # the largest of them
+    step: float  # median step up (what each loaded)
+    start: float  # median private set at the first sample
+    growth: float  # median growth, bytes per second
+    settled: bool  # all of them had stopped growing
+
+
+@dataclass(frozen=True)
+class Model:
+    roles: dict[str, Role]
+    processes: tuple[ProcessModel, ...]
+    ranks: int  # ranks seen
+    workers_per_rank: float  # DataLoader workers seen per rank (or per main process)
+    shared_unreclaimable: int  # once per node: anonymous or shmem pages no single process holds privately
+    page_cache: int  # once per node: the cgroup's page cache beyond the processes' own pages (reclaimable)
+    measured_peak: int  # the run's peak: the cgroup's usage when it had one, else the sum of PSS
+    measured_needed: int  # the run's peak of memory that cannot be reclaimed (anon + shmem)
+    seconds: float  # how long the run was sampled
+    basis: str  # "cgroup" or "processes": where the shared and cache figures come from
+    notes: tuple[str, ...] = ()
+
+
+def traces_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Trace]:
+    """Traces from sample rows (``time``, ``pid``, ``role``, ``rank``, ``comm``, ``uss``, ``pss``, ``rss``,
+    ``anon``, ``shmem``), the shape of history rows and of a run report's samples."""
+    out: dict[int, Trace] = {}
+    for r in sorted(rows, key=lambda r: float(r["time"])):
+        pid = int(r["pid"])
+        t = out.get(pid)
+        if t is None:
+            t = out[pid] = Trace(pid, str(r.get("role") or "unknown"), r.get("rank"), str(r.get("comm") or ""))
+        role = r.get("role")
+        if role and role != "unknown":  # its latest known role
+            t.role = str(role)
+        if r.get("rank") is not None:
+            t.rank = r.get("rank")
+        t.points.append(
+            Point(float(r["time"]), r.get("uss"), r.get("pss"), r.get("rss"), r.get("anon"), r.get("shmem"))
+        )
+    return list(out.values())
+
+
+def role_of(trace: Trace) -> str:
+    return trace.role if trace.role in ROLES else "other"
+
+
+def process_model(trace: Trace, peak_time: float | None = None) -> ProcessModel | None:
+    """One process's model; ``peak_time``: when the job held the most (its private set then is kept)."""
+    series = trace.private()
+    if not series:
+        return None
+    values = [v for _, v in series]
+    peak = max(values)
+    base, step = _step(series)
+    growth, settled = _growth(series, peak)
+    at_peak = None
+    if peak_time is not None and series[0][0] <= peak_time + ALIVE_SLACK and series[-1][0] >= peak_time - ALIVE_SLACK:
+        at_peak = min(series, key=lambda tv: abs(tv[0] - peak_time))[1]
+    return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step, peak, values[-1],
+                        growth, settled, at_peak)  # fmt: skip
+
+
+def _step(series: Sequence[tuple[float, int]]) -> tuple[int, int]:
+    """(level before, size of) the steepest climb over STEP_WINDOW seconds."""
+    best = (series[0][1], 0)
+    j = 0
+    for i, (t, v) in enumerate(series):
+        while series[j][0] < t - STEP_WINDOW:
+            j += 1
+        low = min(value for _, value in series[j : i + 1])
+        if v - low > best[1]:
+            best = (low, v - low)
+    return best
+
+
+def _growth(series: Sequence[tuple[float, int]], peak: int) -> tuple[float, bool]:
+    """Bytes per second over the second half of the run (after the load), and whether it had settled."""
+    if len(series) < 2 * MIN_GROWTH_POINTS:
+        return 0.0, True
+    half = series[len(series) // 2 :]
+    if len(half) < MIN_GROWTH_POINTS or half[-1][0] - half[0][0] < MIN_GROWTH_SPAN:
+        return 0.0, True
+    line = fit([(t, float(v)) for t, v in half])
+    slope = max(0.0, line[0]) if line else 0.0
+    third = series[len(series) * 2 // 3 :]
+    grew = third[-1][1] - third[0][1]
+    settled = grew <= SETTLED_SHARE * max(peak, 1)
+    return (0.0 if settled else slope), settled
+
+
+def build(traces: Sequence[Trace], job: Sequence[JobPoint] = ()) -> Model:
+    """The model of one run: ``traces`` of its processes, ``job`` the samples of its own memory cgroup."""
+    shared, cache, peak, needed, basis, notes, peak_time = _once(traces, job)
+    procs = [m for m in (process_model(t, peak_time) for t in traces) if m is not None]
+    by_role: dict[str, list[ProcessModel]] = {}
+    for m in procs:
+        by_role.setdefault(m.role, []).append(m)
+    ranks = len(by_role.get("rank", ())) or 1
+    workers = len(by_role.get("dataloader_worker", ()))
+    roles = {name: _role(name, members, ranks) for name, members in by_role.items()}
+    times = [p.time for t in traces for p in t.points]
+    seconds = max(times) - min(times) if times else 0.0
+    return Model(roles, tuple(procs), ranks, workers / ranks, shared, cache, peak, needed, seconds, basis, notes)
+
+
+def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
+    per = {"launcher": "node", "rank": "rank", "dataloader_worker": "worker"}.get(name, "seen")
+    if name == "manager" and len(members) == ranks and ranks > 1:
+        per = "rank"
+    then = [m.at_peak for m in members if m.at_peak is not None] or [m.peak for m in members]
+    return Role(
+        role=name, per=per, seen=len(members),
+        peak=float(statistics.median(then)), low=float(min(then)), high=float(max(then)),
+        step=float(statistics.median(m.step for m in members)),
+        start=float(statistics.median(m.start for m in members)),
+        growth=float(statistics.median(m.growth for m in members)),
+        settled=all(m.settled for m in members),
+    )  # fmt: skip
+
+
+def _once(
+    traces: Sequence[Trace], job: Sequence[JobPoint]
+) -> tuple[int, int, int, int, str, tuple[str, ...], float | None]:
+    """(shared unreclaimable, page cache, measured peak, measured needed, basis, notes, when the job held most).
+
+    From the job's memory cgroup when it has one of its own: what it came to hold beyond the processes' private
+    sets (anonymous and shmem pages they share, e.g. a parent's pages its forked workers still share) and the page
+    cache it filled, each as grown since the first sample (a cgroup's earlier contents are not the job's). A
+    cgroup that held much anonymous memory no process of the job held at the first sample is shared with other
+    programs: then the processes' own figures are used (PSS beyond USS) and the page cache is not known."""
+    sums = _sums(traces)
+    usable = sorted((j for j in job if j.usage is not None and j.anon is not None), key=lambda j: j.time)
+    if usable and sums:
+        first = usable[0]
+        foreign = (first.anon or 0) + (first.shmem or 0) - _near(sums, first.time)[2]
+        if foreign <= FOREIGN_ANON:
+            top = max(usable, key=lambda j: (j.anon or 0) + (j.shmem or 0))
+            needed = (top.anon or 0) + (top.shmem or 0)
+            first_cache = max(0, (first.usage or 0) - (first.anon or 0) - (first.shmem or 0))
+            cache = max(0, max((j.usage or 0) - (j.anon or 0) - (j.shmem or 0) for j in usable) - first_cache)
+            shared = max(0, needed - _near(sums, top.time)[0] - max(0, foreign))
+            return shared, cache, max(j.usage or 0 for j in usable), needed, "cgroup", (), top.time
+    if not sums:
+        return 0, 0, 0, 0, "processes", ("no samples",), None
+    at = max(sums, key=lambda a: sums[a][1])
+    uss, pss, _ = sums[at]
+    note = ("the job has no memory cgroup of its own: shared pages are the sum of PSS beyond USS, and the page "
+            "cache its files fill is not known",)  # fmt: skip
+    return max(0, pss - uss), 0, pss, pss, "processes", note, at
+
+
+def _sums(traces: Sequence[Trace]) -> dict[float, tuple[int, int, int]]:
+    """At each sample time: the job's (USS, PSS, anonymous + shmem) summed over its processes."""
+    by_time: dict[float, list[Point]] = {}
+    for t in traces:
+        for p in t.points:
+            by_time.setdefault(p.time, []).append(p)
+    return {
+        at: (
+            sum(p.uss or 0 for p in ps),
+            sum(p.pss or p.rss or 0 for p in ps),
+            sum((p.anon or 0) + (p.shmem or 0) for p in ps),
+        )
+        for at, ps in by_time.items()
+    }
+
+
+def _near(sums: Mapping[float, tuple[int, int, int]], at: float) -> tuple[int, int, int]:
+    return sums[min(sums, key=lambda s: abs(s - at))]

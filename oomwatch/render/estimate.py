@@ -1,0 +1,130 @@
+"""``oomwatch estimate``'s answer: the host memory one node of the job needs at the asked scale (with an
+interval), the share by role, whether it fits the limit, and what each fix would make of it; as text for a
+person, Markdown for an issue, or JSON (``oomwatch.estimate/v1``) for a machine."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from oomwatch.engine.sizes import human as _human
+from oomwatch.estimate.model import Model
+from oomwatch.estimate.project import Projection, WhatIf
+from oomwatch.render.layout import NOT_A_TERMINAL, table, wrap
+from oomwatch.textsafe import escape_controls, markdown_text
+
+SCHEMA = "oomwatch.estimate/v1"
+
+
+def human(n: float | None) -> str:
+    return _human(None if n is None else round(n))
+
+
+ROLE_NAMES = {"launcher": "launcher", "rank": "ranks", "dataloader_worker": "DataLoader workers",
+              "manager": "managers", "other": "other processes"}  # fmt: skip
+VERDICTS = {"fits": "fits", "tight": "fits, barely (within 5% of the limit at the interval's top)",
+            "over": "does NOT fit"}  # fmt: skip
+
+
+def _scale(p: Projection) -> str:
+    s = p.scale
+    nodes = f" on {s.nodes} nodes ({s.ranks_per_node} ranks a node)" if s.nodes > 1 else ""
+    ranks = f"{s.ranks} rank{'s' if s.ranks != 1 else ''}"
+    return f"{ranks} × {s.workers} DataLoader worker{'s' if s.workers != 1 else ''}{nodes}"
+
+
+def _fit_line(p: Projection) -> str | None:
+    if p.limit is None or p.verdict is None:
+        return None
+    line = f"Against the limit of {human(p.limit)}: {VERDICTS[p.verdict]}"
+    if p.seconds_to_limit is not None:
+        line += f"; it grows into the limit about {p.seconds_to_limit:.0f} s into the run"
+    return line + "."
+
+
+def render_text(model: Model, p: Projection, what_ifs: list[WhatIf], source: str, width: int = NOT_A_TERMINAL) -> str:
+    out = [
+        f"HOST MEMORY ESTIMATE for {_scale(p)}, per node",
+        "",
+        *wrap(
+            f"Needs {human(p.needed)} that cannot be reclaimed (interval {human(p.low)} – {human(p.high)}); "
+            f"{human(p.with_cache)} with the page cache its files fill.",
+            width,
+        ),
+    ]
+    fit = _fit_line(p)
+    if fit:
+        out += wrap(fit, width)
+    out += ["", "By role (each at its peak):"]
+    rows = [[ROLE_NAMES.get(s.role, s.role), str(s.count), human(s.each), human(s.total)] for s in p.shares]
+    rows.append(["shared once", "", "", human(p.shared_once)])
+    rows.append(["page cache", "", "", human(p.page_cache)])
+    out += table(["", "count", "each", "total"], rows, width, indent="  ", right=(1, 2, 3))
+    for w in what_ifs:
+        out += ["", *wrap(f"With the fix for {w.cause} ({w.change}): needs {human(w.projection.needed)} "
+                          f"({human(w.projection.low)} – {human(w.projection.high)})"
+                          + (f"; {VERDICTS[w.projection.verdict]} the limit" if w.projection.verdict else "") + ".",
+                          width)]  # fmt: skip
+    out += ["", f"Measured in {escape_controls(source)} ({model.seconds:.0f} s sampled): {model.ranks} rank(s), "
+            f"{model.workers_per_rank:g} worker(s) a rank; peak {human(model.measured_peak)}, "
+            f"{human(model.measured_needed)} not reclaimable.", "Assumptions:"]  # fmt: skip
+    for a in [*p.assumptions, *(f"{w.cause}: {w.assumption}" for w in what_ifs if w.assumption)]:
+        out += wrap(f"- {a}", width, rest="  ")
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(model: Model, p: Projection, what_ifs: list[WhatIf], source: str) -> str:
+    lines = [f"### Host memory estimate: {_scale(p)}, per node", "",
+             f"**Needs {human(p.needed)}** not reclaimable (interval {human(p.low)} – {human(p.high)}); "
+             f"{human(p.with_cache)} with page cache."]  # fmt: skip
+    fit = _fit_line(p)
+    if fit:
+        lines += ["", fit]
+    lines += ["", "| role | count | each | total |", "|---|---:|---:|---:|"]
+    for s in p.shares:
+        lines.append(f"| {ROLE_NAMES.get(s.role, s.role)} | {s.count} | {human(s.each)} | {human(s.total)} |")
+    lines.append(f"| shared once | | | {human(p.shared_once)} |")
+    lines.append(f"| page cache | | | {human(p.page_cache)} |")
+    for w in what_ifs:
+        fits = f", {VERDICTS[w.projection.verdict]} the limit" if w.projection.verdict else ""
+        lines += [
+            "",
+            f"With the fix for `{w.cause}` ({markdown_text(w.change)}): needs {human(w.projection.needed)}{fits}.",
+        ]
+    lines += ["", f"Measured in {markdown_text(source)} ({model.seconds:.0f} s sampled).", "", "Assumptions:", ""]
+    lines += [f"- {markdown_text(a)}" for a in p.assumptions]
+    return "\n".join(lines) + "\n"
+
+
+def _projection_json(p: Projection) -> dict[str, Any]:
+    return {
+        "ranks": p.scale.ranks, "workers": p.scale.workers, "nodes": p.scale.nodes,
+        "duration_seconds": p.scale.seconds,
+        "needed_bytes": round(p.needed), "low_bytes": round(p.low), "high_bytes": round(p.high),
+        "with_cache_bytes": round(p.with_cache), "shared_once_bytes": round(p.shared_once),
+        "page_cache_bytes": round(p.page_cache),
+        "by_role": [{"role": s.role, "count": s.count, "each_bytes": round(s.each), "total_bytes": round(s.total)}
+                    for s in p.shares],
+        "limit_bytes": p.limit, "verdict": p.verdict,
+        "seconds_to_limit": None if p.seconds_to_limit is None else round(p.seconds_to_limit, 1),
+        "assumptions": list(p.assumptions),
+    }  # fmt: skip
+
+
+def render_json(model: Model, p: Projection, what_ifs: list[WhatIf], source: str) -> str:
+    doc = {
+        "schema": SCHEMA,
+        "source": source,
+        "measured": {
+            "seconds": round(model.seconds, 1), "ranks": model.ranks, "workers_per_rank": model.workers_per_rank,
+            "peak_bytes": model.measured_peak, "needed_bytes": model.measured_needed, "basis": model.basis,
+            "roles": [{"role": r.role, "per": r.per, "seen": r.seen, "peak_bytes": round(r.peak),
+                       "low_bytes": round(r.low), "high_bytes": round(r.high), "step_bytes": round(r.step),
+                       "start_bytes": round(r.start), "growth_bytes_per_second": round(r.growth, 1),
+                       "settled": r.settled} for _, r in sorted(model.roles.items())],
+        },
+        "projection": _projection_json(p),
+        "what_if": [{"cause": w.cause, "fix": w.change, "projection": _projection_json(w.projection)}
+                    for w in what_ifs],
+    }  # fmt: skip
+    return json.dumps(doc, indent=2) + "\n"

@@ -1,0 +1,94 @@
+"""The estimator's model and projection on traces of known shape: a per-rank copy, a worker that grows, limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from oomwatch.estimate.fixes import fixed_models
+from oomwatch.estimate.inputs import EstimateInputError, from_report
+from oomwatch.estimate.model import JobPoint, Point, Trace, build
+from oomwatch.estimate.project import Scale, project
+
+MIB = 1 << 20
+
+
+def trace(pid: int, role: str, values: list[int], rank: int | None = None, step: float = 0.5) -> Trace:
+    t = Trace(pid, role, rank, "python")
+    t.points = [Point(i * step, v, v + 20 * MIB, v + 60 * MIB, v) for i, v in enumerate(values)]
+    return t
+
+
+def loads(start: int, copy: int, n: int = 40, at: int = 6) -> list[int]:
+    """A rank that starts at ``start`` and loads ``copy`` bytes over two samples at sample ``at``, then stays."""
+    return [start if i < at else start + copy // 2 if i == at else start + copy for i in range(n)]
+
+
+def test_a_per_rank_copy_scales_with_the_ranks_and_its_fix_shares_one_copy():
+    ranks = [trace(10 + r, "rank", loads(200 * MIB, 500 * MIB), rank=r) for r in range(2)]
+    launcher = trace(9, "launcher", [30 * MIB] * 40)
+    model = build([launcher, *ranks])
+    rank = model.roles["rank"]
+    assert rank.seen == 2 and rank.peak == 700 * MIB and rank.step == 500 * MIB and rank.settled
+    assert model.roles["launcher"].per == "node" and model.basis == "processes"
+    assert model.shared_unreclaimable == 3 * 20 * MIB  # PSS beyond USS of each process, once
+
+    four = project(model, Scale(ranks=4, workers=0), limit=1500 * MIB)
+    assert four.needed == 30 * MIB + 4 * 700 * MIB + 60 * MIB
+    assert four.verdict == "over"
+    ((cause, _, fixed, assumption),) = fixed_models(model, ["keep_in_memory_duplication", "keep_in_memory_duplication"])
+    mapped = project(fixed, Scale(ranks=4, workers=0), limit=1500 * MIB)
+    assert cause == "keep_in_memory_duplication" and "500 MiB" in assumption
+    assert mapped.needed == 30 * MIB + 4 * 200 * MIB + 60 * MIB and mapped.verdict == "fits"
+    assert mapped.with_cache - mapped.needed == 500 * MIB  # the one shared copy, in the page cache
+
+
+def test_workers_scale_with_ranks_times_workers_and_a_growing_one_is_extended_to_the_full_run():
+    main = trace(1, "rank", [300 * MIB] * 40, rank=0)
+    worker = trace(2, "dataloader_worker", [20 * MIB + i * 5 * MIB for i in range(40)])  # 10 MiB/s
+    model = build([main, worker])
+    w = model.roles["dataloader_worker"]
+    assert not w.settled and w.growth == pytest.approx(10 * MIB, rel=0.01)
+    assert model.workers_per_rank == 1
+    short = project(model, Scale(ranks=2, workers=4))
+    assert [(s.role, s.count) for s in short.shares] == [("dataloader_worker", 8), ("rank", 2)]
+    longer = project(model, Scale(ranks=2, workers=4, seconds=model.seconds + 60))
+    assert longer.needed - short.needed == pytest.approx(8 * 60 * 10 * MIB, rel=0.01)
+    assert longer.high > longer.needed  # still growing: the interval widens
+    assert any("still grew" in a for a in longer.assumptions)
+    ((_, _, fixed, _),) = fixed_models(model, ["cow_refcount_defeat"])
+    assert fixed.roles["dataloader_worker"].peak == 20 * MIB and fixed.roles["dataloader_worker"].growth == 0
+
+
+def test_a_growing_job_under_a_limit_says_when_it_reaches_it():
+    worker = trace(2, "dataloader_worker", [100 * MIB + i * 5 * MIB for i in range(40)])
+    model = build([trace(1, "rank", [300 * MIB] * 40, rank=0), worker])
+    p = project(model, Scale(ranks=1, workers=1, seconds=600), limit=2048 * MIB)
+    assert p.verdict == "over" and p.seconds_to_limit is not None
+    assert model.seconds < p.seconds_to_limit < 600
+
+
+def test_the_job_cgroup_gives_the_shared_pages_and_the_page_cache():
+    ranks = [trace(10 + r, "rank", [400 * MIB] * 20, rank=r) for r in range(2)]
+    job = [JobPoint(0.0, usage=820 * MIB, anon=800 * MIB, shmem=0, file=20 * MIB)]
+    job += [JobPoint(i * 0.5, usage=1520 * MIB, anon=800 * MIB, shmem=100 * MIB, file=620 * MIB) for i in range(1, 20)]
+    model = build(ranks, job)
+    assert model.basis == "cgroup"
+    assert model.shared_unreclaimable == 100 * MIB  # anon + shmem beyond the private sets
+    assert model.page_cache == 600 * MIB and model.measured_peak == 1520 * MIB  # the cache it filled
+
+    # a cgroup that held others' memory at the first sample is not the job's own: its figures are not used
+    shared = [JobPoint(i * 0.5, usage=9000 * MIB, anon=5000 * MIB, shmem=0) for i in range(20)]
+    model = build(ranks, shared)
+    assert model.basis == "processes" and model.page_cache == 0 and "no memory cgroup of its own" in model.notes[0]
+
+
+def test_a_report_without_samples_is_refused_with_what_to_do():
+    with pytest.raises(EstimateInputError, match="run --report"):
+        from_report({"command": ["python", "x.py"], "processes": []}, "old.json")
+    doc = {"samples": {"processes": [{"pid": 1, "role": "rank", "rank": 0, "comm": "python",
+                                      "points": [[0.0, 1, 2, 3, 4, 0], ["bad"], [1.0, None, None, None, None, None]]}],
+                       "cgroup": None},
+           "diagnosis": {"causes": [{"id": "keep_in_memory_duplication"}]}, "returncode": -9}  # fmt: skip
+    rec = from_report(doc, "r.json")
+    assert len(rec.traces[0].points) == 2 and rec.causes == ("keep_in_memory_duplication",)
+    assert rec.ended == "killed by signal 9"
