@@ -38,7 +38,9 @@ from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Program
 from oomwatch.engine.rules.loader import load_rules
 from oomwatch.paths import HostPaths
+from oomwatch.procfs import ProcessGone
 from oomwatch.procfs.kmsg import KmsgReader, KmsgRecord
+from oomwatch.procfs.stat import read_stat
 from oomwatch.redact import redact_argv
 from oomwatch.scripts import read_program
 
@@ -117,7 +119,7 @@ def run_command(
             proc, sampler, recorder, kmsg, records, interval, paths.proc if read_code else None, deadline
         )
         if proc.returncode is None:  # the probe's time is up
-            _stop_tree(proc, recorder)
+            _stop_tree(proc, recorder, paths)
             notes.append(f"stopped after {stop_after:g} s, as asked (a probe): the run did not end by itself")
         returncode = proc.returncode
         # the kernel's report is written before the victim's parent sees it die; give it a moment
@@ -208,34 +210,35 @@ def _sample_until_exit(
                 return code
 
 
-def _stop_tree(proc: subprocess.Popen[bytes], recorder: Recorder, grace: float = 10.0) -> None:
-    """SIGTERM to the command and every process of its tree still alive (all started by it), SIGKILL to what is
-    left after ``grace`` seconds."""
-    pids = [proc.pid, *(p.pid for p in (recorder.last_tick.processes if recorder.last_tick else ()))]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in dict.fromkeys(pids):
+def _stop_tree(proc: subprocess.Popen[bytes], recorder: Recorder, paths: HostPaths, grace: float = 10.0) -> None:
+    """SIGTERM to the command and every process of its tree (all started by it), and SIGKILL to those still
+    running ``grace`` seconds later. A process is signalled only while it is the one seen (its start time)."""
+    started = {proc.pid: _start_time(paths, proc.pid)}
+    for p in recorder.last_tick.processes if recorder.last_tick else ():
+        started.setdefault(p.pid, _start_time(paths, p.pid))
+    mine = {pid: at for pid, at in started.items() if at is not None}
+    for pid in mine:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not any(_start_time(paths, pid) == at for pid, at in mine.items()):
+            return
+        time.sleep(0.1)
+    for pid, at in mine.items():
+        if _start_time(paths, pid) == at:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        try:
-            proc.wait(timeout=grace)
-            if sig == signal.SIGTERM:
-                time.sleep(0.2)  # its children's own exits
-                alive = [pid for pid in pids[1:] if _alive(pid)]
-                if not alive:
-                    return
-                pids = alive
-        except subprocess.TimeoutExpired:
-            continue
+                os.kill(pid, signal.SIGKILL)
+    proc.wait()
 
 
-def _alive(pid: int) -> bool:
+def _start_time(paths: HostPaths, pid: int) -> int | None:
+    """When ``pid`` started (clock ticks after boot), while it runs; None when it is gone or a zombie."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        stat = read_stat(paths, pid)
+    except (ProcessGone, OSError, ValueError):
+        return None
+    return stat.starttime if stat.state not in (None, "Z", "X") else None
 
 
 def _command_code(argv: Sequence[str]) -> Program | None:
