@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -39,7 +39,7 @@ def _seconds(text: str | None, what: str) -> float | None:
     return value
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"oomwatch: {message}", err=True)
     sys.exit(Exit.USAGE)
 
@@ -51,6 +51,18 @@ def _fail(message: str) -> None:
     "report",
     type=click.Path(dir_okay=False, path_type=Path),
     help="A run recorded with `oomwatch run --report FILE` (or a probe's --save).",
+)
+@click.option(
+    "--job",
+    metavar="JOB",
+    help="A job the agent recorded: its samples are read from the agent's history (see --state-dir).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("/var/lib/oomwatch"),
+    show_default=True,
+    help="With --job: the agent's state directory (history.db is in it).",
 )
 @click.option(
     "--probe",
@@ -89,7 +101,8 @@ def _fail(message: str) -> None:
 )
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 def estimate_cmd(
-    command: tuple[str, ...], report: Path | None, probe: str | None, save: Path | None, ranks: int | None,
+    command: tuple[str, ...], report: Path | None, job: str | None, state_dir: Path, probe: str | None,
+    save: Path | None, ranks: int | None,
     workers: int | None, nodes: int, limit: str | None, duration: str | None, fixes: tuple[str, ...], fmt: str,
 ) -> None:  # fmt: skip
     """Estimate the host memory a job needs at full scale, and with each fix.
@@ -118,8 +131,11 @@ def estimate_cmd(
     """
     from oomwatch.estimate.inputs import EstimateInputError, from_report
 
-    if (report is None) == (probe is None):
-        _fail("give a recorded run (--report FILE) or a probe (--probe 90s -- COMMAND...), one of them")
+    if sum(x is not None for x in (report, job, probe)) != 1:
+        _fail(
+            "give a recorded run (--report FILE, or --job JOB from the agent's history) or a probe "
+            "(--probe 90s -- COMMAND...), one of them"
+        )
     if probe is None and command:
         _fail(f"a command ({command[0]}) is only run with --probe")
     if save is not None and probe is None:
@@ -127,14 +143,14 @@ def estimate_cmd(
     limit_bytes = _size(limit, "--limit")
     seconds = _seconds(duration, "--duration")
     try:
-        if report is not None:
-            doc, source = _read_report(report), str(report)
+        if job is not None:
+            recorded = _from_history(state_dir, job)
+        elif report is not None:
+            recorded = from_report(_read_report(report), str(report))
         else:
-            doc, source = _probe(command, _seconds(probe, "--probe") or 0.0, save), f"a {probe} probe"
-        recorded = from_report(doc, source)
+            recorded = from_report(_probe(command, _seconds(probe, "--probe") or 0.0, save), f"a {probe} probe")
     except EstimateInputError as exc:
         _fail(str(exc))
-        return
     click.echo(_answer(recorded, ranks, workers, nodes, limit_bytes, seconds, fixes, fmt), nl=False)
 
 
@@ -148,6 +164,30 @@ def _read_report(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         _fail(f"{path} is not a run report (not a JSON object)")
     return doc
+
+
+def _from_history(state_dir: Path, job: str) -> Any:
+    from oomwatch.agent.history.reader import open_readonly
+    from oomwatch.errors import InputError
+    from oomwatch.estimate.inputs import from_history
+
+    try:
+        store = open_readonly(state_dir / "history.db")
+    except InputError as exc:
+        _fail(str(exc))
+    try:
+        rows = store.processes(job=job)
+        # the job's own memory cgroup: the one every sampled process of it was in, holding no other job
+        cgroups = [c for c in store.cgroups() if c.jobs == job]
+        by_path: dict[str, list[Any]] = {}
+        for c in cgroups:
+            by_path.setdefault(c.path, []).append(c)
+        own = next(iter(by_path.values())) if len(by_path) == 1 else []
+        return from_history(rows, own, f"job {job} in {state_dir / 'history.db'}")
+    except InputError as exc:
+        _fail(str(exc))
+    finally:
+        store.close()
 
 
 def _probe(command: tuple[str, ...], seconds: float, save: Path | None) -> dict[str, Any]:

@@ -217,11 +217,11 @@ def _once(
 ) -> tuple[int, int, int, int, str, tuple[str, ...], float | None]:
     """(shared unreclaimable, page cache, measured peak, measured needed, basis, notes, when the job held most).
 
-    From the job's memory cgroup when it has one of its own: what it came to hold beyond the processes' private
-    sets (anonymous and shmem pages they share, e.g. a parent's pages its forked workers still share) and the page
-    cache it filled, each as grown since the first sample (a cgroup's earlier contents are not the job's). A
-    cgroup that held much anonymous memory no process of the job held at the first sample is shared with other
-    programs: then the processes' own figures are used (PSS beyond USS) and the page cache is not known."""
+    From the job's memory cgroup when it has one of its own: what it held beyond the processes' private sets
+    (anonymous and shmem pages they share, e.g. a parent's pages its forked workers still share) and the page
+    cache charged to it. A cgroup that held much anonymous memory no process of the job held at the first sample
+    is shared with other programs: then the processes' own figures are used (PSS beyond USS) and the page cache
+    is not known."""
     sums = _sums(traces)
     usable = sorted((j for j in job if j.usage is not None and j.anon is not None), key=lambda j: j.time)
     if usable and sums:
@@ -230,9 +230,8 @@ def _once(
         if foreign <= FOREIGN_ANON:
             top = max(usable, key=lambda j: (j.anon or 0) + (j.shmem or 0))
             needed = (top.anon or 0) + (top.shmem or 0)
-            first_cache = max(0, (first.usage or 0) - (first.anon or 0) - (first.shmem or 0))
-            cache = max(0, max((j.usage or 0) - (j.anon or 0) - (j.shmem or 0) for j in usable) - first_cache)
-            shared = max(0, needed - _near(sums, top.time)[0] - max(0, foreign))
+            cache = max(max(0, (j.usage or 0) - (j.anon or 0) - (j.shmem or 0)) for j in usable)
+            shared = max(0, needed - _near(sums, top.time)[0])
             return shared, cache, max(j.usage or 0 for j in usable), needed, "cgroup", (), top.time
     if not sums:
         return 0, 0, 0, 0, "processes", ("no samples",), None

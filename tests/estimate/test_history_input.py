@@ -1,0 +1,47 @@
+"""`oomwatch estimate --job` reads the agent's history (written by the real store) and models the job."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from oomwatch.agent.history.store import HistoryStore
+from oomwatch.agent.tick import CgroupSample, ProcessSample, Tick
+from tests.conftest import run_oomwatch
+
+MIB = 1 << 20
+
+
+def _proc(pid: int, role: str, rank: int | None, job: str, uss: int) -> ProcessSample:
+    return ProcessSample(pid=pid, ppid=1, comm="python", role=role, job=job, rank=rank, local_rank=rank, state="S",
+                         rss=uss + 40 * MIB, anon=uss, file=40 * MIB, shmem=0, swap=0, hwm=None, pss=uss + 10 * MIB,
+                         uss=uss, smaps_time=None, cgroup="/job-a")  # fmt: skip
+
+
+def test_a_job_in_the_agents_history_is_estimated_at_more_ranks(tmp_path: Path):
+    now = time.time() - 60
+    with HistoryStore(tmp_path / "history.db") as store:
+        for i in range(30):
+            loaded = 600 * MIB if i >= 5 else 100 * MIB
+            procs = [_proc(10 + r, "rank", r, "run-7", loaded) for r in range(2)]
+            procs.append(_proc(99, "rank", 0, "other-job", 5000 * MIB))  # another job on the node
+            usage = 2 * loaded + 300 * MIB
+            cg = CgroupSample(path="/job-a", version=1, usage=usage, limit=None, effective_limit=None, peak=None,
+                              anon=2 * loaded + 20 * MIB, file=280 * MIB, shmem=0, swap=0, oom_kills=0, pressure=None,
+                              jobs=("run-7",))  # fmt: skip
+            store.record(Tick(time=now + i, duration=0.01, processes=tuple(procs), cgroups=(cg,)))
+    done = run_oomwatch("estimate", "--job", "run-7", "--state-dir", str(tmp_path), "--ranks", "4",
+                        "--fix", "keep_in_memory_duplication", "--format", "json")  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    doc = json.loads(done.stdout)
+    assert doc["measured"]["ranks"] == 2 and doc["measured"]["basis"] == "cgroup"
+    ranks = next(r for r in doc["projection"]["by_role"] if r["role"] == "rank")
+    assert ranks["count"] == 4 and ranks["each_bytes"] == 600 * MIB
+    assert doc["projection"]["needed_bytes"] == 4 * 600 * MIB + 20 * MIB
+    fixed = doc["what_if"][0]
+    assert fixed["cause"] == "keep_in_memory_duplication"
+    assert fixed["projection"]["needed_bytes"] == 4 * 100 * MIB + 20 * MIB
+
+    done = run_oomwatch("estimate", "--job", "nope", "--state-dir", str(tmp_path))
+    assert done.returncode == 2 and "no samples of this job" in done.stderr.decode()
