@@ -73,6 +73,7 @@ class Recorder:
         # the estimator's input (oomwatch estimate, run --report): every process's and cgroup's sizes over the run
         self.trails: dict[int, Trail] = {}
         self.cgroup_trails: dict[str, Trail] = {}
+        self._smaps_read: dict[int, float | None] = {}  # pid -> when the smaps values last put in its trail were read
         self.last_tick: Tick | None = None
         self.peak_gpu: tuple[int, int] | None = None  # (used, total) at the highest use
         # swap and pressure of the node, each tick, the last NODE_POINTS (the analyzers' input)
@@ -86,7 +87,11 @@ class Recorder:
             if s is None or s.gone:
                 s = self.seen[p.pid] = Seen(p, p, tick.time, tick.time)
             s.update(p, tick.time)
-            self.trails.setdefault(p.pid, Trail()).add((tick.time, p.uss, p.pss, p.rss, p.anon, p.shmem))
+            # a smaps reading goes into the trail once, in the tick that made it (a sample carries it on)
+            fresh = p.smaps_time is None or self._smaps_read.get(p.pid) != p.smaps_time
+            self._smaps_read[p.pid] = p.smaps_time
+            uss, pss = (p.uss, p.pss) if fresh else (None, None)
+            self.trails.setdefault(p.pid, Trail()).add((tick.time, uss, pss, p.rss, p.anon, p.shmem))
         for c in tick.cgroups:
             self.cgroup_trails.setdefault(c.path, Trail()).add((tick.time, c.usage, c.anon, c.shmem, c.file, c.limit))
         for pid, s in self.seen.items():

@@ -62,11 +62,22 @@ class Trace:
     points: list[Point] = field(default_factory=list)
 
     def private(self) -> list[tuple[float, int]]:
-        """(time, private bytes): USS when smaps was read at least 3 times, else anonymous memory."""
-        uss = [(p.time, p.uss) for p in self.points if p.uss is not None]
-        if len(uss) >= 3:
-            return uss
-        return [(p.time, p.anon) for p in self.points if p.anon is not None]
+        """(time, private bytes) at every sample. USS is read less often than the rest (smaps on a CPU budget):
+        between readings it moves with the anonymous memory (what a process allocates is private), so each
+        sample's USS is the nearest earlier reading plus the anonymous memory's change since. With no USS
+        reading at all, the anonymous memory itself."""
+        reads = [(p.time, p.uss, p.anon) for p in self.points if p.uss is not None and p.anon is not None]
+        if not reads:
+            return [(p.time, p.anon) for p in self.points if p.anon is not None]
+        out, i = [], 0
+        for p in self.points:
+            if p.anon is None:
+                continue
+            while i + 1 < len(reads) and reads[i + 1][0] <= p.time:
+                i += 1
+            _, uss, anon = reads[i]
+            out.append((p.time, max(0, uss + p.anon - anon)))
+        return out
 
 
 @dataclass(frozen=True)
