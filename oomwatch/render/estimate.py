@@ -124,7 +124,8 @@ def render_json(model: Model, p: Projection, what_ifs: list[WhatIf], source: str
                        "settled": r.settled} for _, r in sorted(model.roles.items())],
         },
         "projection": _projection_json(p),
-        "what_if": [{"cause": w.cause, "fix": w.change, "projection": _projection_json(w.projection)}
+        "what_if": [{"cause": w.cause, "fix": w.change, "assumption": w.assumption,
+                     "projection": _projection_json(w.projection)}
                     for w in what_ifs],
     }  # fmt: skip
     return json.dumps(doc, indent=2) + "\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 from oomwatch.agent.history.store import HistoryStore
 from oomwatch.agent.tick import CgroupSample, ProcessSample, Tick
 from tests.conftest import run_oomwatch
+from tests.estimate.schema import valid
 
 MIB = 1 << 20
 
@@ -34,7 +35,7 @@ def test_a_job_in_the_agents_history_is_estimated_at_more_ranks(tmp_path: Path):
     done = run_oomwatch("estimate", "--job", "run-7", "--state-dir", str(tmp_path), "--ranks", "4",
                         "--fix", "keep_in_memory_duplication", "--format", "json")  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
-    doc = json.loads(done.stdout)
+    doc = valid(json.loads(done.stdout))
     assert doc["measured"]["ranks"] == 2 and doc["measured"]["basis"] == "cgroup"
     ranks = next(r for r in doc["projection"]["by_role"] if r["role"] == "rank")
     assert ranks["count"] == 4 and ranks["each_bytes"] == 600 * MIB

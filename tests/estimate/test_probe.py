@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tests.cgroup_util import memory_cgroup
 from tests.conftest import require_root_cgroup, run_oomwatch
+from tests.estimate.schema import valid
 
 MIB = 1 << 20
 
@@ -51,7 +52,7 @@ def _probe(tmp_path: Path, workers: int, *extra: str) -> tuple[dict, dict, float
                             sys.executable, str(script), str(cg), str(workers), timeout=120)  # fmt: skip
         took = time.monotonic() - started
     assert done.returncode == 0, done.stderr.decode()
-    return json.loads(done.stdout), json.loads(saved.read_text()), took
+    return valid(json.loads(done.stdout)), json.loads(saved.read_text()), took
 
 
 def test_a_probe_of_two_workers_predicts_four(tmp_path: Path):
