@@ -25,6 +25,8 @@ MIN_GROWTH_SPAN = 2.0  # seconds they span, at least
 # anonymous memory in the job's cgroup at its first sample that no process of the job held: more, and the cgroup
 # is shared with other programs (the figures are then the processes' own)
 FOREIGN_ANON = 64 << 20
+SPLIT_ALLOCATED = 0.5  # workers whose growth is at least this share new memory split the data among them
+GRADUAL_STEP = 0.5  # ...when no STEP_WINDOW climb made more than this share of it (a cache, not a buffer)
 ALIVE_SLACK = 1.0  # seconds: a process sampled this near the job's peak was alive then
 
 
@@ -94,6 +96,8 @@ class ProcessModel:
     growth: float  # bytes per second over the last part of the run (0 when it did not grow)
     settled: bool  # whether it had stopped growing by the end
     at_peak: int | None = None  # its private set when the job held the most (None: not alive then)
+    allocated: float = 0.0  # of its private growth, the share its RSS grew by too: new memory (1), not pages
+    # un-shared from a parent (copy-on-write: 0)
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,9 @@ class Role:
     start: float  # median private set at the first sample
     growth: float  # median growth, bytes per second
     settled: bool  # all of them had stopped growing
+    # workers whose growth is new memory (a cache, prefetched batches): the data they load is split among them,
+    # so more workers each hold less of it; copy-on-write growth (each un-shares its parent's pages) is not split
+    split: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,7 +169,22 @@ def process_model(trace: Trace, peak_time: float | None = None) -> ProcessModel 
     if peak_time is not None and series[0][0] <= peak_time + ALIVE_SLACK and series[-1][0] >= peak_time - ALIVE_SLACK:
         at_peak = min(series, key=lambda tv: abs(tv[0] - peak_time))[1]
     return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step, peak, values[-1],
-                        growth, settled, at_peak)  # fmt: skip
+                        growth, settled, at_peak, _allocated(trace, values[0], peak))  # fmt: skip
+
+
+def _gradual_allocation(m: ProcessModel) -> bool:
+    """New memory taken bit by bit over the run (a cache of the data it loads), not at once (a buffer) and not
+    pages un-shared from a parent."""
+    grew = m.peak - m.start
+    return grew > 0 and m.allocated >= SPLIT_ALLOCATED and m.step <= GRADUAL_STEP * grew
+
+
+def _allocated(trace: Trace, start: int, peak: int) -> float:
+    rss = [p.rss for p in trace.points if p.rss is not None]
+    grew = peak - start
+    if len(rss) < 2 or grew <= 0:
+        return 0.0
+    return min(1.0, max(0, max(rss) - rss[0]) / grew)
 
 
 def _step(series: Sequence[tuple[float, int]]) -> tuple[int, int]:
@@ -220,6 +242,7 @@ def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
         start=float(statistics.median(m.start for m in members)),
         growth=float(statistics.median(m.growth for m in members)),
         settled=all(m.settled for m in members),
+        split=name == "dataloader_worker" and all(_gradual_allocation(m) for m in members),
     )  # fmt: skip
 
 

@@ -77,11 +77,18 @@ def count(role: Role, model: Model, scale: Scale) -> int:
 
 def _each(role: Role, model: Model, scale: Scale) -> tuple[float, float, float]:
     """(peak, low, high) bytes of one process of ``role`` over the full run."""
+    share = 1.0
+    if role.split and scale.workers > 0:  # the data the workers load, split among more (or fewer) of them
+        share = model.workers_per_rank / scale.workers
     extra = 0.0
     if scale.seconds is not None and role.growth > 0:
-        extra = role.growth * max(0.0, scale.seconds - model.seconds)
+        extra = role.growth * share * max(0.0, scale.seconds - model.seconds)
     widen = GROWING_WIDEN * extra if not role.settled else 0.0
-    return role.peak + extra, role.low + extra - widen, role.high + extra + widen
+
+    def scaled(value: float) -> float:
+        return role.start + max(0.0, value - role.start) * share
+
+    return scaled(role.peak) + extra, scaled(role.low) + extra - widen, scaled(role.high) + extra + widen
 
 
 def project(model: Model, scale: Scale, limit: int | None = None) -> Projection:
@@ -126,6 +133,10 @@ def _assumptions(model: Model, scale: Scale) -> Iterator[str]:
         yield "pages shared by the job's processes and the page cache stay one copy per node at the larger scale"
     if model.seconds < SHORT_PROBE:
         yield f"the run was sampled for {model.seconds:.0f} s only: the interval is widened"
+    if any(r.split for r in model.roles.values()) and scale.workers != round(model.workers_per_rank):
+        yield ("the workers' growth is new memory (a cache, batches in flight) for the data they load, split among "
+               f"them: each of {scale.workers} holds {model.workers_per_rank:g}/{scale.workers} of what one "
+               "measured held beyond its start")  # fmt: skip
     growing = [r.role for r in model.roles.values() if not r.settled]
     if growing:
         yield (f"{', '.join(sorted(growing))} still grew at the end of the run: "

@@ -12,9 +12,10 @@ from oomwatch.estimate.project import Scale, project
 MIB = 1 << 20
 
 
-def trace(pid: int, role: str, values: list[int], rank: int | None = None, step: float = 0.5) -> Trace:
+def trace(pid: int, role: str, values: list[int], rank: int | None = None, rss: int | None = None) -> Trace:
+    """Samples every 0.5 s; RSS grows with the private set (new memory), or stays at ``rss`` (pages un-shared)."""
     t = Trace(pid, role, rank, "python")
-    t.points = [Point(i * step, v, v + 20 * MIB, v + 60 * MIB, v) for i, v in enumerate(values)]
+    t.points = [Point(i * 0.5, v, v + 20 * MIB, rss or v + 60 * MIB, v) for i, v in enumerate(values)]
     return t
 
 
@@ -44,19 +45,38 @@ def test_a_per_rank_copy_scales_with_the_ranks_and_its_fix_shares_one_copy():
 
 def test_workers_scale_with_ranks_times_workers_and_a_growing_one_is_extended_to_the_full_run():
     main = trace(1, "rank", [300 * MIB] * 40, rank=0)
-    worker = trace(2, "dataloader_worker", [20 * MIB + i * 5 * MIB for i in range(40)])  # 10 MiB/s
+    # copy-on-write: its USS climbs 10 MiB/s while its RSS stays (the parent's pages, un-shared)
+    worker = trace(2, "dataloader_worker", [20 * MIB + i * 5 * MIB for i in range(40)], rss=400 * MIB)
     model = build([main, worker])
     w = model.roles["dataloader_worker"]
-    assert not w.settled and w.growth == pytest.approx(10 * MIB, rel=0.01)
+    assert not w.settled and not w.split and w.growth == pytest.approx(10 * MIB, rel=0.01)
     assert model.workers_per_rank == 1
     short = project(model, Scale(ranks=2, workers=4))
     assert [(s.role, s.count) for s in short.shares] == [("dataloader_worker", 8), ("rank", 2)]
+    assert short.shares[0].each == w.peak  # each un-shares its parent's pages whatever the count
     longer = project(model, Scale(ranks=2, workers=4, seconds=model.seconds + 60))
     assert longer.needed - short.needed == pytest.approx(8 * 60 * 10 * MIB, rel=0.01)
     assert longer.high > longer.needed  # still growing: the interval widens
     assert any("still grew" in a for a in longer.assumptions)
     ((_, _, fixed, _),) = fixed_models(model, ["cow_refcount_defeat"])
     assert fixed.roles["dataloader_worker"].peak == 20 * MIB and fixed.roles["dataloader_worker"].growth == 0
+
+
+def test_a_workers_cache_of_the_data_it_loads_is_split_among_more_workers():
+    main = trace(1, "rank", [300 * MIB] * 40, rank=0)
+    cache = trace(2, "dataloader_worker", [20 * MIB + min(i, 30) * 10 * MIB for i in range(40)])  # RSS grows too
+    model = build([main, cache])
+    w = model.roles["dataloader_worker"]
+    assert w.split and w.peak == 320 * MIB
+    four = project(model, Scale(ranks=1, workers=4))
+    assert four.shares[0].each == 20 * MIB + 300 * MIB / 4  # a quarter of the data each, beyond its start
+    assert any("split among them" in a for a in four.assumptions)
+
+    # a buffer each worker takes at once (its batches in flight) is each worker's, whatever their number
+    buffer = trace(2, "dataloader_worker", [20 * MIB] * 4 + [180 * MIB] * 36)
+    model = build([main, buffer])
+    assert not model.roles["dataloader_worker"].split
+    assert project(model, Scale(ranks=1, workers=4)).shares[0].each == 180 * MIB
 
 
 def test_a_growing_job_under_a_limit_says_when_it_reaches_it():
