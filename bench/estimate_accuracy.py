@@ -103,6 +103,18 @@ def _wrap(report: Path) -> list[str]:
     return [sys.executable, "-m", "oomwatch", "run", "-q", "--report", str(report), "--"]
 
 
+def _roles(processes: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per role ("rank", "dataloader_worker", ...): how many processes, the largest peak USS and RSS."""
+    out: dict[str, dict[str, int]] = {}
+    for p in processes:
+        role = "rank" if str(p["role"]).startswith("rank ") else str(p["role"])
+        r = out.setdefault(role, {"count": 0, "max_peak_uss_bytes": 0, "max_peak_rss_bytes": 0})
+        r["count"] += 1
+        r["max_peak_uss_bytes"] = max(r["max_peak_uss_bytes"], p["peak_uss_bytes"])
+        r["max_peak_rss_bytes"] = max(r["max_peak_rss_bytes"], p["peak_rss_bytes"])
+    return out
+
+
 def run_case(case: Case, folder: Path, free_limit: str) -> dict[str, Any]:
     """Run one case (a real scenario run in a fresh cgroup); its figures without the timelines."""
     from scenarios.runner import run_scenario
@@ -140,6 +152,7 @@ def run_case(case: Case, folder: Path, free_limit: str) -> dict[str, Any]:
         "peak_mapped_file_bytes": max((s.get("mapped_file", 0) for s in timeline), default=None),
         "peak_shmem_bytes": max((s.get("shmem", 0) for s in timeline), default=None),
         "samples": len(timeline),
+        "roles": _roles(meta["processes"]),
         "command": meta["command"],
         "capture": str(folder),
         "report": str(report) if case.wrapped and report.exists() else None,
