@@ -36,6 +36,11 @@ predicted to fit), and the what_if of the scenario's cause with the fixed run. W
 Written under --out: runs/REP/FAMILY/CASE/ (each run's capture: meta.json with its memory timeline,
 console.txt, dmesg.txt, HOW.md; report.json of the wrapped runs), estimates/ (each estimate's JSON
 or error) and summary.json (every run's figures, every prediction, the errors).
+
+Before each run the scenario's prepared data (the Arrow dataset, the checkpoint) is evicted from the
+page cache (posix_fadvise DONTNEED on its files only), so that every run reads it cold: in cgroup v1 a
+cached page stays charged to the cgroup that first read it, so otherwise only the first run of a
+family after the data was written is charged for its page cache. --warm leaves it cached.
 """
 
 from __future__ import annotations
@@ -115,11 +120,44 @@ def _roles(processes: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return out
 
 
-def run_case(case: Case, folder: Path, free_limit: str) -> dict[str, Any]:
-    """Run one case (a real scenario run in a fresh cgroup); its figures without the timelines."""
-    from scenarios.runner import run_scenario
+def evict_data(scn: Scenario) -> int:
+    """Drop the scenario's prepared data from the page cache (posix_fadvise DONTNEED on each file,
+    clean unmapped pages only: nothing else on the machine is touched), so that every run reads it
+    cold and is charged for its page cache, not only the first run after the data was written (a
+    cgroup v1 page stays charged to the cgroup that first read it, then to its parent). Returns the
+    bytes of the files advised."""
+    from scenarios.runner import default_cache_dir
+
+    if scn.prepare is None:
+        return 0
+    target = default_cache_dir() / scn.prepare.name
+    files = [target] if target.is_file() else sorted(f for f in target.rglob("*") if f.is_file())
+    total = 0
+    for f in files:
+        try:
+            fd = os.open(f, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            total += os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+    return total
+
+
+def run_case(case: Case, folder: Path, free_limit: str, cold: bool = True) -> dict[str, Any]:
+    """Run one case (a real scenario run in a fresh cgroup); its figures without the timelines.
+    ``cold``: evict the scenario's data from the page cache first (evict_data)."""
+    from scenarios.runner import prepare_data, run_scenario
 
     scn = SCENARIOS[case.family]
+    evicted = 0
+    if cold:
+        from scenarios.runner import default_cache_dir
+
+        prepare_data(scn, default_cache_dir())  # built before it is evicted
+        evicted = evict_data(scn)
     report = folder / "report.json"
     limit = scn.limit if case.binding else free_limit
     t0 = time.monotonic()
@@ -152,6 +190,7 @@ def run_case(case: Case, folder: Path, free_limit: str) -> dict[str, Any]:
         "peak_mapped_file_bytes": max((s.get("mapped_file", 0) for s in timeline), default=None),
         "peak_shmem_bytes": max((s.get("shmem", 0) for s in timeline), default=None),
         "samples": len(timeline),
+        "data_evicted_bytes": evicted,
         "roles": _roles(meta["processes"]),
         "command": meta["command"],
         "capture": str(folder),
@@ -354,6 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--families", default=",".join(FAMILIES), help=f"comma-separated (default: {','.join(FAMILIES)})")
     p.add_argument("--repeat", type=int, default=1, help="run every case this many times (run-to-run spread)")
     p.add_argument("--free-limit", default="8G", help="the limit that does not bind (default 8G)")
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="leave the scenarios' data in the page cache between runs (default: evict it before each run, "
+        "so that each is charged for reading it, not only the first)",
+    )
     p.add_argument("--from", dest="previous", type=Path, help="no runs: predict again from a previous --out")
     args = p.parse_args(argv)
     families = [f.strip() for f in args.families.split(",") if f.strip()]
@@ -380,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                 for case in cases(family):
                     folder = out / "runs" / f"rep{rep}" / family / case.name
                     print(f"[rep {rep}] {family} {case.name} ...", file=sys.stderr, flush=True)
-                    row = run_case(case, folder, args.free_limit)
+                    row = run_case(case, folder, args.free_limit, cold=not args.warm)
                     row["rep"] = rep
                     rows.append(row)
                     print(
@@ -399,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "schema": "oomwatch.bench.estimate_accuracy/v1",
         "free_limit": args.free_limit,
+        "data": "warm" if args.warm else "cold (evicted before each run)",
         "families": families,
         "runs": rows,
         "spread": sp,
