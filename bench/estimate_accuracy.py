@@ -32,6 +32,7 @@ predicted to fit), and the what_if of the scenario's cause with the fixed run. W
     sudo python bench/estimate_accuracy.py --out /tmp/est                 # all six families, once
     sudo python bench/estimate_accuracy.py --out /tmp/est --families dict_cache,rank_leak --repeat 2
     python bench/estimate_accuracy.py --from /tmp/est                     # predict again, no runs
+    python bench/estimate_accuracy.py --from /tmp/a --from /tmp/b --out /tmp/ab   # pooled, spread over both
 
 Written under --out: runs/REP/FAMILY/CASE/ (each run's capture: meta.json with its memory timeline,
 console.txt, dmesg.txt, HOW.md; report.json of the wrapped runs), estimates/ (each estimate's JSON
@@ -399,16 +400,26 @@ def main(argv: list[str] | None = None) -> int:
         help="leave the scenarios' data in the page cache between runs (default: evict it before each run, "
         "so that each is charged for reading it, not only the first)",
     )
-    p.add_argument("--from", dest="previous", type=Path, help="no runs: predict again from a previous --out")
+    p.add_argument(
+        "--from",
+        dest="previous",
+        type=Path,
+        action="append",
+        help="no runs: predict again from a previous --out (repeatable: their runs are pooled, reps renumbered)",
+    )
     args = p.parse_args(argv)
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
         p.error(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
     if args.previous:
-        out = args.out or args.previous
-        rows = json.loads((args.previous / "summary.json").read_text())["runs"]
-        rows = [r for r in rows if r["family"] in families]
+        out = args.out or args.previous[0]
+        rows = []
+        for prev in args.previous:
+            base = max((r["rep"] for r in rows), default=0)
+            for r in json.loads((prev / "summary.json").read_text())["runs"]:
+                if r["family"] in families:
+                    rows.append({**r, "rep": base + r["rep"], "from_summary": str(prev)})
     else:
         if args.out is None:
             p.error("--out is required (or --from)")
