@@ -1,4 +1,5 @@
-"""``python -m scenarios list`` / ``python -m scenarios run NAME [--fixed] [--limit 1500M] [--out DIR]``."""
+"""``python -m scenarios list`` / ``python -m scenarios run NAME [--fixed] [--limit 1500M] [--out DIR]
+[--nproc N] [--workers W]``."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if os.geteuid() != 0 or v1_memory_parent() is None:
         print("error: needs root and a writable cgroup v1 memory controller", file=sys.stderr)
         return 2
+    try:
+        scn.scaled(nproc=args.nproc, workers=args.workers)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     out = args.out or Path(tempfile.gettempdir()) / "oomwatch-scenarios" / (scn.name + ("-fixed" if args.fixed else ""))
     meta = run_scenario(
         scn,
@@ -46,6 +52,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         scrub_paths=args.scrub_paths,
         notes=args.note,
+        nproc=args.nproc,
+        workers=args.workers,
     )
     variant = "fixed" if args.fixed else "broken"
     print(f"{scn.name} ({variant}) under {meta['limit']}: exit code {meta['exit_code']} signal {meta['exit_signal']}")
@@ -53,6 +61,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         f"  {meta['duration_s']} s; cgroup peak {_mib(meta['memory_max_usage_in_bytes'])}; "
         f"oom_kill {meta['memory_oom_control_oom_kill']}; killed by the kernel: {meta['killed_by_kernel']}"
     )
+    print(f"  peak anonymous + shmem (sampled): {_mib(meta['peak_anon_shmem_bytes'])}")
     for v in meta["oom_kills"]:
         print(f"  killed pid {v['killed_pid']} ({v['killed_comm']}, {v['role_hint']}) anon-rss {v['anon_rss_kb']} kB")
     for p in meta["processes"]:
@@ -83,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--timeout", type=float, help="seconds before the run is killed")
     r.add_argument("--scrub-paths", action="store_true", help="rewrite checkout/venv paths (for fixtures)")
     r.add_argument("--note", action="append", help="a paragraph to add to HOW.md (repeatable)")
+    r.add_argument("--nproc", type=int, help="ranks for a torchrun scenario (default: the scenario's)")
+    r.add_argument("--workers", type=int, help="--num-workers W for a workload that takes it")
     r.add_argument("--check", action="store_true", help="exit 1 unless broken is killed / fixed survives")
     args = p.parse_args(argv)
     if args.command == "list":

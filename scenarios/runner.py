@@ -129,14 +129,22 @@ def run_scenario(
     interval: float = 0.2,
     notes: list[str] | None = None,
     wrap: list[str] | None = None,
+    nproc: int | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Run ``scn`` (broken or fixed) under a memory limit and write its capture to ``out``.
     ``wrap``: a command the scenario runs under (``oomwatch run -q --report R --``), outside the
     cgroup: the shell it starts enters the cgroup, then runs the scenario's command as without it.
 
+    ``nproc``: another rank count for a torchrun scenario; ``workers``: ``--num-workers`` for a
+    workload that takes it (``Scenario.scaled``; ValueError otherwise).
+
     Returns the contents of ``meta.json``.
     """
     from scenarios.cgroup import parse_size
+
+    default_nproc = scn.nproc
+    scn = scn.scaled(nproc=nproc, workers=workers)
 
     limit_text = limit or scn.limit
     limit_bytes = parse_size(limit_text)
@@ -230,6 +238,16 @@ def run_scenario(
         "sample_interval_s": interval,
         "processes": [p.to_json() for p in procs],
         "usage_timeline": sampler.usage,
+        # beside the usage peak (page cache included, reclaimed before a kill): the largest
+        # anonymous + shmem the cgroup held in a sample, which cannot be reclaimed without swap
+        "peak_anon_shmem_bytes": sampler.peak_anon_shmem,
+        "peak_anon_shmem_at_s": sampler.peak_anon_shmem_at,
+        "memory_timeline": sampler.memory,
+        "scale": {
+            "nproc": scn.nproc or None,
+            "nproc_default": default_nproc or None,
+            "num_workers": workers,  # None: the scenario's own arguments
+        },
     }
     rewrites = path_rewrites() if scrub_paths else []
     if rewrites:

@@ -3,7 +3,11 @@
 For each process in ``cgroup.procs`` the sampler reads ``/proc/PID/smaps_rollup`` (RSS, PSS,
 USS = Private_Clean + Private_Dirty, anonymous) and keeps the peaks plus the first and last
 values, with the process's comm, command line, parent and a role hint (launcher, rank N,
-dataloader_worker, manager, shell, main, ...). It also records the cgroup's usage over time.
+dataloader_worker, manager, shell, main, ...). It also records the cgroup's usage over time
+(``usage``) and, beside it, what of that usage can and cannot be reclaimed (``memory``: the
+``memory.stat`` counters ``total_rss`` (anonymous), ``total_shmem``, ``total_cache`` (page cache,
+shmem included) and ``total_mapped_file``): page cache is reclaimed before the kernel kills, anonymous
+memory and shmem are not (without swap).
 A process that vanishes between two reads is normal and simply stops being sampled.
 """
 
@@ -18,7 +22,16 @@ from pathlib import Path
 
 from scenarios.cgroup import cgroup_pids, read_int
 
-__all__ = ["ProcStats", "Sampler", "read_smaps_rollup"]
+__all__ = ["MEMORY_STAT_FIELDS", "ProcStats", "Sampler", "read_memory_stat", "read_smaps_rollup"]
+
+# memory.stat counter -> key in a memory timeline sample (bytes; the hierarchical totals, so that
+# children of the cgroup count too)
+MEMORY_STAT_FIELDS = {
+    "total_rss": "rss",
+    "total_shmem": "shmem",
+    "total_cache": "cache",
+    "total_mapped_file": "mapped_file",
+}
 
 _KB_FIELDS = {
     "Rss": "rss",
@@ -46,6 +59,22 @@ def read_smaps_rollup(pid: int) -> dict[str, int] | None:
     if "rss" not in out:
         return None  # a zombie or a kernel thread: nothing mapped
     out["uss"] = out.get("private_clean", 0) + out.get("private_dirty", 0)
+    return out
+
+
+def read_memory_stat(cg: Path) -> dict[str, int] | None:
+    """The cgroup's ``memory.stat`` counters named in MEMORY_STAT_FIELDS (bytes, by their timeline
+    keys), or None when the file cannot be read (the cgroup is gone)."""
+    data = _read(str(cg / "memory.stat"))
+    if data is None:
+        return None
+    out: dict[str, int] = {}
+    for line in data.decode("ascii", "replace").splitlines():
+        key, _, value = line.partition(" ")
+        name = MEMORY_STAT_FIELDS.get(key)
+        if name:
+            with contextlib.suppress(ValueError):
+                out[name] = int(value)
     return out
 
 
@@ -163,6 +192,10 @@ class Sampler(threading.Thread):
         self.interval = interval
         self.procs: dict[int, ProcStats] = {}
         self.usage: list[tuple[float, int]] = []  # (seconds, memory.usage_in_bytes)
+        # each sample: {"t": seconds, "usage": memory.usage_in_bytes, "rss", "shmem", "cache", "mapped_file"}
+        self.memory: list[dict[str, float]] = []
+        self.peak_anon_shmem = 0  # the largest total_rss + total_shmem seen
+        self.peak_anon_shmem_at: float | None = None
         self._stop_event = threading.Event()
         self._t0 = time.monotonic()
 
@@ -183,6 +216,12 @@ class Sampler(threading.Thread):
         usage = read_int(self.cg / "memory.usage_in_bytes")
         if usage is not None:
             self.usage.append((round(now, 2), usage))
+        stat = read_memory_stat(self.cg)
+        if stat is not None:
+            self.memory.append({"t": round(now, 2), "usage": usage if usage is not None else -1, **stat})
+            anon_shmem = stat.get("rss", 0) + stat.get("shmem", 0)
+            if anon_shmem > self.peak_anon_shmem:
+                self.peak_anon_shmem, self.peak_anon_shmem_at = anon_shmem, round(now, 2)
         for pid in cgroup_pids(self.cg):
             mem = read_smaps_rollup(pid)
             if mem is None:

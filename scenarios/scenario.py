@@ -4,6 +4,8 @@ scenarios.catalog and scenarios.variants)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -53,6 +55,37 @@ class Scenario:
         """Extra environment: one intra-op thread per process (torchrun sets this for ranks
         itself), so that 2 cores shared by several processes do not spin in OpenMP barriers."""
         return {**({} if self.nproc else {"OMP_NUM_THREADS": "1"}), **self.env}
+
+    def takes_workers(self) -> bool:
+        """Does the workload take ``--num-workers`` (its script declares the flag, and the command
+        line passes the scenario's arguments through)?"""
+        if (self.shell and "{args}" not in self.shell) or (self.fixed_shell and "{args}" not in self.fixed_shell):
+            return False
+        try:
+            source = (Path(__file__).resolve().parent / "workloads" / self.script).read_text()
+        except OSError:
+            return False
+        return re.search(r"""add_argument\(\s*["']--num-workers["']""", source) is not None
+
+    def scaled(self, nproc: int | None = None, workers: int | None = None) -> Scenario:
+        """The same scenario with ``nproc`` torchrun ranks and/or ``--num-workers workers`` appended
+        to both variants' arguments (argparse takes the last value). ValueError when the scenario
+        is not launched by torchrun (for ``nproc``) or its workload takes no ``--num-workers``."""
+        scn = self
+        if nproc is not None:
+            if nproc < 1:
+                raise ValueError(f"--nproc must be at least 1, not {nproc}")
+            if not self.nproc or self.shell or self.fixed_shell:
+                raise ValueError(f"{self.name} is not launched by torchrun with a rank count to override")
+            scn = dataclasses.replace(scn, nproc=nproc)
+        if workers is not None:
+            if workers < 0:
+                raise ValueError(f"--workers must be 0 or more, not {workers}")
+            if not self.takes_workers():
+                raise ValueError(f"{self.name}'s workload takes no --num-workers")
+            extra = ("--num-workers", str(workers))
+            scn = dataclasses.replace(scn, broken_args=(*scn.broken_args, *extra), fixed_args=(*scn.fixed_args, *extra))
+        return scn
 
     def argv(self, fixed: bool, data: Path | None) -> list[str]:
         """The command line (a training script as a user launches it)."""
