@@ -13,6 +13,7 @@ from oomwatch.agent.tick import ProcessSample, Tick
 from oomwatch.engine.diagnosis import Diagnosis
 
 NODE_POINTS = 3000  # node samples kept for the swap/pressure analyzer: 10 minutes at the default 0.2 s
+JOB_CGROUP_SHARE = 0.9  # of the job's memory, the share its own memory cgroup holds at least
 TRAIL_POINTS = 2000  # samples of each process (and cgroup) kept for the estimator, thinned evenly past it
 
 _Point = tuple[float, int | None, int | None, int | None, int | None]  # (time, rss, anon, uss, rchar)
@@ -32,6 +33,7 @@ class Seen:
     # the first sample and the recent ones, for the analyzers (what grew, how steadily)
     points: deque[_Point] = field(default_factory=lambda: deque(maxlen=600))
     first_point: _Point | None = None
+    held_in: str | None = None  # the memory cgroup it was in when its RSS peaked (an exiting one reads as /)
 
     def update(self, p: ProcessSample, t: float) -> None:
         self.last, self.last_time = p, t
@@ -41,6 +43,8 @@ class Seen:
         self.points.append(point)
         if self.first_uss is None and p.uss is not None:
             self.first_uss = p.uss
+        if p.rss is not None and p.rss > self.peak.get("rss", -1):
+            self.held_in = p.cgroup
         for attr in ("rss", "anon", "uss", "pss", "swap"):
             v = getattr(p, attr)
             if v is not None and v > self.peak.get(attr, -1):
@@ -90,8 +94,8 @@ class Recorder:
             # a smaps reading goes into the trail once, in the tick that made it (a sample carries it on)
             fresh = p.smaps_time is None or self._smaps_read.get(p.pid) != p.smaps_time
             self._smaps_read[p.pid] = p.smaps_time
-            uss, pss = (p.uss, p.pss) if fresh else (None, None)
-            self.trails.setdefault(p.pid, Trail()).add((tick.time, uss, pss, p.rss, p.anon, p.shmem))
+            uss, pss, rchar = (p.uss, p.pss, p.rchar) if fresh else (None, None, None)
+            self.trails.setdefault(p.pid, Trail()).add((tick.time, uss, pss, p.rss, p.anon, p.shmem, rchar))
         for c in tick.cgroups:
             self.cgroup_trails.setdefault(c.path, Trail()).add((tick.time, c.usage, c.anon, c.shmem, c.file, c.limit))
         for pid, s in self.seen.items():
@@ -128,17 +132,30 @@ class Recorder:
              "points": [list(pt) for pt in self.trails[pid].points]}
             for pid, s in sorted(self.seen.items()) if pid in self.trails
         ]  # fmt: skip
-        paths = {s.last.cgroup for s in self.seen.values()}
-        job = next(iter(paths)) if len(paths) == 1 else None
+        job = self._job_cgroup()
         cgroup = None
         if job is not None and job in self.cgroup_trails:
             cgroup = {"path": job, "points": [list(pt) for pt in self.cgroup_trails[job].points]}
         return {
-            "process_columns": ["time", "uss", "pss", "rss", "anon", "shmem"],
+            "process_columns": ["time", "uss", "pss", "rss", "anon", "shmem", "rchar"],
             "cgroup_columns": ["time", "usage", "anon", "shmem", "file", "limit"],
             "processes": processes,
             "cgroup": cgroup,
         }
+
+    def _job_cgroup(self) -> str | None:
+        """The memory cgroup that held (nearly) all of the job's memory: its processes' largest RSS, each where
+        it was when it peaked, is there for at least JOB_CGROUP_SHARE of all of theirs (a wrapper's shell that
+        moved the job into a cgroup of its own stays where it started; an exiting process reads as in /)."""
+        held: dict[str, int] = {}
+        for s in self.seen.values():
+            if s.held_in is not None:
+                held[s.held_in] = held.get(s.held_in, 0) + s.peak.get("rss", 0)
+        total = sum(s.peak.get("rss", 0) for s in self.seen.values())
+        if not held or total <= 0:
+            return None
+        path = max(held, key=lambda k: held[k])
+        return path if held[path] >= JOB_CGROUP_SHARE * total else None
 
     def roles(self) -> dict[int, tuple[str, int | None]]:
         return {pid: (s.last.role, s.last.rank) for pid, s in self.seen.items()}

@@ -33,14 +33,22 @@ def _settle(role: Role, level: float) -> Role:
 
 def _shared_copy(model: Model) -> tuple[Model, str]:
     rank = model.roles.get("rank")
-    if rank is None or rank.step <= 0:
-        return model, "no rank stepped up while loading here: nothing to share"
+    if rank is None:
+        return model, "no rank in this run"
+    # the copy: what each rank read from files and kept (its private growth, at most what it read); without
+    # the bytes read, its steepest climb
+    grew = max(0.0, rank.peak - rank.start)
+    copy, how = (
+        (min(grew, rank.read), "what it read from files and kept") if rank.read else (rank.step, "its steepest climb")
+    )
+    if copy <= 0:
+        return model, "no rank loaded anything here: nothing to share"
     roles = dict(model.roles)
-    roles["rank"] = replace(rank, peak=max(0.0, rank.peak - rank.step), low=max(0.0, rank.low - rank.step),
-                            high=max(0.0, rank.high - rank.step))  # fmt: skip
-    fixed = replace(model, roles=roles, page_cache=model.page_cache + int(rank.step))
-    return fixed, (f"each rank's copy is what it loaded here (its steepest climb, {rank.step / 2**20:.0f} MiB); "
-                   "memory-mapped, one copy stays in the page cache, shared and reclaimable")  # fmt: skip
+    roles["rank"] = replace(rank, peak=max(0.0, rank.peak - copy), low=max(0.0, rank.low - copy),
+                            high=max(0.0, rank.high - copy))  # fmt: skip
+    fixed = replace(model, roles=roles, page_cache=model.page_cache + int(copy))
+    return fixed, (f"each rank's copy is {how} here ({copy / 2**20:.0f} MiB); memory-mapped, one copy stays in "
+                   "the page cache, shared and reclaimable")  # fmt: skip
 
 
 def _at_start(*names: str, what: str) -> Callable[[Model], tuple[Model, str]]:

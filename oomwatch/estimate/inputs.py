@@ -44,7 +44,9 @@ def from_report(doc: Mapping[str, Any], source: str) -> Recorded:
         )
         for pt in proc.get("points") or ():
             if isinstance(pt, list) and len(pt) >= 6 and isinstance(pt[0], (int, float)):
-                trace.points.append(Point(float(pt[0]), *(_int(v) for v in pt[1:6])))
+                rchar = _int(pt[6]) if len(pt) >= 7 else None
+                uss, pss, rss, anon, shmem = (_int(v) for v in pt[1:6])
+                trace.points.append(Point(float(pt[0]), uss, pss, rss, anon, shmem, rchar))
         if trace.points:
             traces.append(trace)
     if not traces:

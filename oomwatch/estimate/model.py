@@ -40,6 +40,7 @@ class Point:
     rss: int | None
     anon: int | None
     shmem: int | None = None
+    rchar: int | None = None  # bytes it had read so far (read with smaps: None between readings)
 
 
 @dataclass(frozen=True)
@@ -68,18 +69,35 @@ class Trace:
         between readings it moves with the anonymous memory (what a process allocates is private), so each
         sample's USS is the nearest earlier reading plus the anonymous memory's change since. With no USS
         reading at all, the anonymous memory itself."""
-        reads = [(p.time, p.uss, p.anon) for p in self.points if p.uss is not None and p.anon is not None]
-        if not reads:
-            return [(p.time, p.anon) for p in self.points if p.anon is not None]
-        out, i = [], 0
-        for p in self.points:
-            if p.anon is None:
-                continue
-            while i + 1 < len(reads) and reads[i + 1][0] <= p.time:
-                i += 1
-            _, uss, anon = reads[i]
-            out.append((p.time, max(0, uss + p.anon - anon)))
-        return out
+        return _carried(self.points, "uss", "anon")
+
+    def proportional(self) -> list[tuple[float, int]]:
+        """(time, PSS bytes) at every sample, carried between readings by the RSS's change (else the RSS)."""
+        return _carried(self.points, "pss", "rss")
+
+    def read(self) -> int | None:
+        """Bytes it read from files over the run (rchar's rise between its first and last reading)."""
+        reads = [p.rchar for p in self.points if p.rchar is not None]
+        return max(0, reads[-1] - reads[0]) if len(reads) >= 2 else None
+
+
+def _carried(points: Sequence[Point], read: str, moving: str) -> list[tuple[float, int]]:
+    """Field ``read`` at every sample: its nearest earlier reading plus the change of field ``moving`` since
+    (before the first reading, the first reading minus the change until it); ``moving`` itself when never read."""
+    reads = [(p.time, getattr(p, read), getattr(p, moving)) for p in points
+             if getattr(p, read) is not None and getattr(p, moving) is not None]  # fmt: skip
+    if not reads:
+        return [(p.time, getattr(p, moving)) for p in points if getattr(p, moving) is not None]
+    out, i = [], 0
+    for p in points:
+        now = getattr(p, moving)
+        if now is None:
+            continue
+        while i + 1 < len(reads) and reads[i + 1][0] <= p.time:
+            i += 1
+        _, value, then = reads[i]
+        out.append((p.time, max(0, value + now - then)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -96,6 +114,7 @@ class ProcessModel:
     growth: float  # bytes per second over the last part of the run (0 when it did not grow)
     settled: bool  # whether it had stopped growing by the end
     at_peak: int | None = None  # its private set when the job held the most (None: not alive then)
+    read: int | None = None  # bytes it read from files over the run (None: not known)
     allocated: float = 0.0  # of its private growth, the share its RSS grew by too: new memory (1), not pages
     # un-shared from a parent (copy-on-write: 0)
 
@@ -115,6 +134,7 @@ class Role:
     # workers whose growth is new memory (a cache, prefetched batches): the data they load is split among them,
     # so more workers each hold less of it; copy-on-write growth (each un-shares its parent's pages) is not split
     split: bool = False
+    read: float | None = None  # median bytes each read from files over the run (None: not known)
 
 
 @dataclass(frozen=True)
@@ -169,7 +189,12 @@ def process_model(trace: Trace, peak_time: float | None = None) -> ProcessModel 
     if peak_time is not None and series[0][0] <= peak_time + ALIVE_SLACK and series[-1][0] >= peak_time - ALIVE_SLACK:
         at_peak = min(series, key=lambda tv: abs(tv[0] - peak_time))[1]
     return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step, peak, values[-1],
-                        growth, settled, at_peak, _allocated(trace, values[0], peak))  # fmt: skip
+                        growth, settled, at_peak, trace.read(), _allocated(trace, values[0], peak))  # fmt: skip
+
+
+def _median_known(values: Iterable[int | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(statistics.median(known)) if known else None
 
 
 def _gradual_allocation(m: ProcessModel) -> bool:
@@ -243,6 +268,7 @@ def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
         growth=float(statistics.median(m.growth for m in members)),
         settled=all(m.settled for m in members),
         split=name == "dataloader_worker" and all(_gradual_allocation(m) for m in members),
+        read=_median_known(m.read for m in members),
     )  # fmt: skip
 
 
@@ -277,19 +303,17 @@ def _once(
 
 
 def _sums(traces: Sequence[Trace]) -> dict[float, tuple[int, int, int]]:
-    """At each sample time: the job's (USS, PSS, anonymous + shmem) summed over its processes."""
-    by_time: dict[float, list[Point]] = {}
+    """At each sample time: the job's (USS, PSS, anonymous + shmem) summed over its processes (USS and PSS
+    carried between their readings)."""
+    sums: dict[float, list[int]] = {}
     for t in traces:
+        for at, uss in t.private():
+            sums.setdefault(at, [0, 0, 0])[0] += uss
+        for at, pss in t.proportional():
+            sums.setdefault(at, [0, 0, 0])[1] += pss
         for p in t.points:
-            by_time.setdefault(p.time, []).append(p)
-    return {
-        at: (
-            sum(p.uss or 0 for p in ps),
-            sum(p.pss or p.rss or 0 for p in ps),
-            sum((p.anon or 0) + (p.shmem or 0) for p in ps),
-        )
-        for at, ps in by_time.items()
-    }
+            sums.setdefault(p.time, [0, 0, 0])[2] += (p.anon or 0) + (p.shmem or 0)
+    return {at: (u, s, a) for at, (u, s, a) in sums.items()}
 
 
 def _near(sums: Mapping[float, tuple[int, int, int]], at: float) -> tuple[int, int, int]:

@@ -68,7 +68,7 @@ def test_a_probe_of_two_workers_predicts_four(tmp_path: Path):
     projection = small["projection"]
     assert {r["role"]: r["count"] for r in projection["by_role"]} == {"dataloader_worker": 4, "rank": 1}
     # the parent's 150 MiB is shared with its workers after the fork: counted once, not per process
-    assert 140 * MIB <= projection["shared_once_bytes"] <= 170 * MIB
+    assert 120 * MIB <= projection["shared_once_bytes"] <= 170 * MIB
 
     large, _, _ = _probe(tmp_path, 4)
     truth = large["measured"]["needed_bytes"]

@@ -153,10 +153,12 @@ class ProcessTable:
             t.first_seen = now
         young = not t.kernel_thread and now - t.first_seen < RETRY_EMPTY_FOR
         if comm != old.comm or ppid != old.ppid:
-            argv, env = old.argv, old.env
-            if comm != old.comm:  # exec'd (new argv, environ) or renamed itself (pt_data_worker)
+            argv, env, cgroup = old.argv, old.env, old.cgroup
+            if comm != old.comm:  # exec'd (new argv, environ; a shell may have moved itself to a cgroup
+                # first) or renamed itself (pt_data_worker)
                 argv, env = self._argv_env(pid, old.argv, old.env)
-            t.info = ProcInfo(pid, ppid, comm, argv, env, old.cgroup, old.start_time)
+                cgroup = self._relocate(t, pid, old.cgroup)
+            t.info = ProcInfo(pid, ppid, comm, argv, env, cgroup, old.start_time)
             self.changes += (old, t.info)
         elif young:
             # mid-exec (cmdline and environ read empty), or read between a fork and its exec of a
@@ -164,14 +166,19 @@ class ProcessTable:
             # parent's argv, which reads as a forked worker), or moved to its cgroup just after it
             # started (a shell writing itself into cgroup.procs): read them again while it is new
             argv, env = self._argv_env(pid, old.argv, old.env)
-            membership = self._membership(pid) or t.membership
-            cgroup = cgroup_path(membership) if membership != t.membership else old.cgroup
-            if membership != t.membership:
-                t.membership, t.located = membership, False
+            cgroup = self._relocate(t, pid, old.cgroup)
             if argv != old.argv or env != old.env or cgroup != old.cgroup:
                 t.info = ProcInfo(pid, ppid, comm, argv, env, cgroup, old.start_time)
                 self.changes += (old, t.info)
         return True
+
+    def _relocate(self, t: Tracked, pid: int, cgroup: str | None) -> str | None:
+        """Read the process's cgroups again; a new membership is located again by the sampler."""
+        membership = self._membership(pid) or t.membership
+        if membership == t.membership:
+            return cgroup
+        t.membership, t.located = membership, False
+        return cgroup_path(membership)
 
     def _argv_env(self, pid: int, argv: tuple[str, ...], env: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
         with contextlib.suppress(ProcessGone, OSError):
