@@ -429,7 +429,10 @@ def main(argv: list[str] | None = None) -> int:
             base = max((r["rep"] for r in rows), default=0)
             for r in json.loads((prev / "summary.json").read_text())["runs"]:
                 if r["family"] in families:
-                    rows.append({**r, "rep": base + r["rep"], "from_summary": str(prev)})
+                    # the folder may have moved (a copy of the summary and the reports elsewhere)
+                    moved = prev / "runs" / f"rep{r['rep']}" / r["family"] / r["case"] / "report.json"
+                    report = r["report"] if r["report"] is None or Path(r["report"]).exists() else str(moved)
+                    rows.append({**r, "rep": base + r["rep"], "report": report, "from_summary": str(prev)})
     else:
         if args.out is None:
             p.error("--out is required (or --from)")
