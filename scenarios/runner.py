@@ -131,6 +131,7 @@ def run_scenario(
     wrap: list[str] | None = None,
     nproc: int | None = None,
     workers: int | None = None,
+    stat_interval: float | None = None,
 ) -> dict[str, Any]:
     """Run ``scn`` (broken or fixed) under a memory limit and write its capture to ``out``.
     ``wrap``: a command the scenario runs under (``oomwatch run -q --report R --``), outside the
@@ -138,6 +139,7 @@ def run_scenario(
 
     ``nproc``: another rank count for a torchrun scenario; ``workers``: ``--num-workers`` for a
     workload that takes it (``Scenario.scaled``; ValueError otherwise).
+    ``stat_interval``: also read ``memory.stat`` this often (for ``peak_anon_shmem_bytes`` only).
 
     Returns the contents of ``meta.json``.
     """
@@ -159,7 +161,7 @@ def run_scenario(
     # a name that says nothing of the mechanism: the kernel prints the cgroup's path in its report
     with memory_cgroup(limit_bytes, name="oomwatch-scenario") as cg:
         cgroup_path = cgroup_path_of(cg)
-        sampler = Sampler(cg, interval=interval)
+        sampler = Sampler(cg, interval=interval, stat_interval=stat_interval)
         t0 = time.monotonic()
         shell = ["bash", "-c", f"{command}\nexit $?"]
         if wrap:  # the wrapper stays outside the cgroup: only what it runs is confined
@@ -242,6 +244,7 @@ def run_scenario(
         # anonymous + shmem the cgroup held in a sample, which cannot be reclaimed without swap
         "peak_anon_shmem_bytes": sampler.peak_anon_shmem,
         "peak_anon_shmem_at_s": sampler.peak_anon_shmem_at,
+        "peak_anon_shmem_interval_s": sampler.stat_interval or interval,
         "memory_timeline": sampler.memory,
         "scale": {
             "nproc": scn.nproc or None,

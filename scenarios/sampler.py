@@ -186,10 +186,15 @@ class ProcStats:
 class Sampler(threading.Thread):
     """Samples the processes of cgroup ``cg`` every ``interval`` seconds until ``stop()``."""
 
-    def __init__(self, cg: Path, interval: float = 0.2) -> None:
+    def __init__(self, cg: Path, interval: float = 0.2, stat_interval: float | None = None) -> None:
         super().__init__(name="oomwatch-sampler", daemon=True)
         self.cg = cg
         self.interval = interval
+        # memory.stat alone (cheap) is also read every stat_interval s by a second thread, for the
+        # peak only: a transient peak (a checkpoint being loaded) lasts less than 0.2 s
+        self.stat_interval = stat_interval if stat_interval and stat_interval < interval else None
+        self._lock = threading.Lock()
+        self._stat_thread: threading.Thread | None = None
         self.procs: dict[int, ProcStats] = {}
         self.usage: list[tuple[float, int]] = []  # (seconds, memory.usage_in_bytes)
         # each sample: {"t": seconds, "usage": memory.usage_in_bytes, "rss", "shmem", "cache", "mapped_file"}
@@ -199,10 +204,32 @@ class Sampler(threading.Thread):
         self._stop_event = threading.Event()
         self._t0 = time.monotonic()
 
+    def start(self) -> None:
+        """Start sampling (and the memory.stat thread when ``stat_interval`` is set)."""
+        super().start()
+        if self.stat_interval:
+            self._stat_thread = threading.Thread(target=self._stat_loop, name="oomwatch-stat", daemon=True)
+            self._stat_thread.start()
+
     def stop(self) -> None:
-        """Stop sampling and wait for the thread."""
+        """Stop sampling and wait for the threads."""
         self._stop_event.set()
         self.join(timeout=10)
+        if self._stat_thread is not None:
+            self._stat_thread.join(timeout=10)
+
+    def _stat_loop(self) -> None:
+        while not self._stop_event.is_set():
+            stat = read_memory_stat(self.cg)
+            if stat is not None:
+                self._peak(stat, time.monotonic() - self._t0)
+            self._stop_event.wait(self.stat_interval)
+
+    def _peak(self, stat: dict[str, int], now: float) -> None:
+        anon_shmem = stat.get("rss", 0) + stat.get("shmem", 0)
+        with self._lock:
+            if anon_shmem > self.peak_anon_shmem:
+                self.peak_anon_shmem, self.peak_anon_shmem_at = anon_shmem, round(now, 2)
 
     def run(self) -> None:
         """The thread: sample, sleep ``interval``, until stopped."""
@@ -219,9 +246,7 @@ class Sampler(threading.Thread):
         stat = read_memory_stat(self.cg)
         if stat is not None:
             self.memory.append({"t": round(now, 2), "usage": usage if usage is not None else -1, **stat})
-            anon_shmem = stat.get("rss", 0) + stat.get("shmem", 0)
-            if anon_shmem > self.peak_anon_shmem:
-                self.peak_anon_shmem, self.peak_anon_shmem_at = anon_shmem, round(now, 2)
+            self._peak(stat, now)
         for pid in cgroup_pids(self.cg):
             mem = read_smaps_rollup(pid)
             if mem is None:
