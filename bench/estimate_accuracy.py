@@ -243,7 +243,13 @@ def _fits(verdict: Any) -> bool | None:
 
 def _what_if(doc: dict[str, Any], cause: str) -> dict[str, Any] | None:
     for w in doc.get("what_if") or []:
-        if isinstance(w, dict) and w.get("cause") == cause:
+        # the samples alone name a per-rank copy without telling a dataset from a checkpoint
+        same = (
+            {cause, "per_rank_copy"}
+            if cause in ("keep_in_memory_duplication", "checkpoint_load_duplication")
+            else {cause}
+        )
+        if isinstance(w, dict) and w.get("cause") in same:
             return w
     return None
 
@@ -396,6 +402,25 @@ def print_predictions(preds: list[dict[str, Any]]) -> dict[str, Any]:
     return verdict
 
 
+def _rerun_small(
+    rows: list[dict[str, Any]], families: list[str], out: Path, free_limit: str, *, cold: bool
+) -> list[dict[str, Any]]:
+    """The small (wrapped) runs made again, once per rep; the large runs' rows kept."""
+    kept = [r for r in rows if r.get("report") is None]
+    reps = sorted({r["rep"] for r in rows})
+    for rep in reps:
+        for family in families:
+            for case in cases(family):
+                if not case.wrapped:
+                    continue
+                folder = out / "runs" / f"rep{rep}" / family / case.name
+                print(f"[rep {rep}] {family} {case.name} (small, again) ...", file=sys.stderr, flush=True)
+                row = run_case(case, folder, free_limit, cold=cold)
+                row["rep"] = rep
+                kept.append(row)
+    return kept
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -417,11 +442,19 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="no runs: predict again from a previous --out (repeatable: their runs are pooled, reps renumbered)",
     )
+    p.add_argument(
+        "--small-only",
+        action="store_true",
+        help="with --from: run the small recorded runs again (the estimator's input, e.g. after a change to what "
+        "`oomwatch run --report` records) into --out, and keep the previous large runs as the truth",
+    )
     args = p.parse_args(argv)
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
         p.error(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
+    if args.small_only and (not args.previous or args.out is None):
+        p.error("--small-only needs --from (the large runs) and --out (the new small runs)")
     if args.previous:
         out = args.out or args.previous[0]
         rows = []
@@ -433,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
                     moved = prev / "runs" / f"rep{r['rep']}" / r["family"] / r["case"] / "report.json"
                     report = r["report"] if r["report"] is None or Path(r["report"]).exists() else str(moved)
                     rows.append({**r, "rep": base + r["rep"], "report": report, "from_summary": str(prev)})
+        if args.small_only:
+            rows = _rerun_small(rows, families, out, args.free_limit, cold=not args.warm)
     else:
         if args.out is None:
             p.error("--out is required (or --from)")

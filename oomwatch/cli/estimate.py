@@ -95,9 +95,9 @@ def _fail(message: str) -> NoReturn:
     "fixes",
     multiple=True,
     metavar="CAUSE",
-    help="Also say what this cause's fix would need (keep_in_memory_duplication, cow_refcount_defeat, "
-    "unbounded_cache, manager_cache, checkpoint_load_duplication, pin_memory_prefetch); the causes "
-    "the run's diagnosis named are always included.",
+    help="Also say what this cause's fix would need (keep_in_memory_duplication, checkpoint_load_duplication, "
+    "per_rank_copy, cow_refcount_defeat, unbounded_cache, manager_cache, pin_memory_prefetch). The causes the "
+    "run's diagnosis named are always included; a run that did not fail: the mechanisms its samples show.",
 )
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 def estimate_cmd(
@@ -212,7 +212,7 @@ def _probe(command: tuple[str, ...], seconds: float, save: Path | None) -> dict[
 
 def _answer(recorded: Any, ranks: int | None, workers: int | None, nodes: int, limit: int | None,
             seconds: float | None, fixes: tuple[str, ...], fmt: str) -> str:  # fmt: skip
-    from oomwatch.estimate.fixes import FIXES, fixed_models
+    from oomwatch.estimate.fixes import FIXES, fixed_models, seen_mechanisms
     from oomwatch.estimate.model import build
     from oomwatch.estimate.project import Scale, WhatIf, project
     from oomwatch.render import estimate as render
@@ -231,7 +231,9 @@ def _answer(recorded: Any, ranks: int | None, workers: int | None, nodes: int, l
     projection = project(model, scale, limit)
     what_ifs = [
         WhatIf(cause, change, project(fixed, scale, limit), assumption)
-        for cause, change, fixed, assumption in fixed_models(model, (*recorded.causes, *fixes))
+        for cause, change, fixed, assumption in fixed_models(
+            model, (*(recorded.causes or seen_mechanisms(model)), *fixes)
+        )
     ]
     if fmt == "json":
         return render.render_json(model, projection, what_ifs, recorded.source)

@@ -26,7 +26,8 @@ MIN_GROWTH_SPAN = 2.0  # seconds they span, at least
 # is shared with other programs (the figures are then the processes' own)
 FOREIGN_ANON = 64 << 20
 SPLIT_ALLOCATED = 0.5  # workers whose growth is at least this share new memory split the data among them
-GRADUAL_STEP = 0.5  # ...when no STEP_WINDOW climb made more than this share of it (a cache, not a buffer)
+FILLING = 0.5  # ...when it was still taking it past this share of its life (a cache, not a buffer)
+KNEE_RATE = 0.5  # a climb goes on back in time while it rises at least this share of its rate
 ALIVE_SLACK = 1.0  # seconds: a process sampled this near the job's peak was alive then
 
 
@@ -117,6 +118,8 @@ class ProcessModel:
     read: int | None = None  # bytes it read from files over the run (None: not known)
     allocated: float = 0.0  # of its private growth, the share its RSS grew by too: new memory (1), not pages
     # un-shared from a parent (copy-on-write: 0)
+    filled_at: float = 0.0  # when it reached 90% of its growth, as a share of its life (0: at once, 1: at its end)
+    before_growth: int = 0  # its private set when its steady growth to the end began (its level without it)
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,7 @@ class Role:
     # so more workers each hold less of it; copy-on-write growth (each un-shares its parent's pages) is not split
     split: bool = False
     read: float | None = None  # median bytes each read from files over the run (None: not known)
+    before_growth: float = 0.0  # median level before their steady growth to the end
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,8 @@ def process_model(trace: Trace, peak_time: float | None = None) -> ProcessModel 
     if peak_time is not None and series[0][0] <= peak_time + ALIVE_SLACK and series[-1][0] >= peak_time - ALIVE_SLACK:
         at_peak = min(series, key=lambda tv: abs(tv[0] - peak_time))[1]
     return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step, peak, values[-1],
-                        growth, settled, at_peak, trace.read(), _allocated(trace, values[0], peak))  # fmt: skip
+                        growth, settled, at_peak, trace.read(), _allocated(trace, values[0], peak),
+                        _filled_at(series, values[0], peak), _before_growth(series))  # fmt: skip
 
 
 def _median_known(values: Iterable[int | None]) -> float | None:
@@ -198,10 +203,37 @@ def _median_known(values: Iterable[int | None]) -> float | None:
 
 
 def _gradual_allocation(m: ProcessModel) -> bool:
-    """New memory taken bit by bit over the run (a cache of the data it loads), not at once (a buffer) and not
-    pages un-shared from a parent."""
-    grew = m.peak - m.start
-    return grew > 0 and m.allocated >= SPLIT_ALLOCATED and m.step <= GRADUAL_STEP * grew
+    """New memory taken over the process's life (a cache of the data it loads), not at its start (a buffer), and
+    not pages un-shared from a parent."""
+    return m.peak > m.start and m.allocated >= SPLIT_ALLOCATED and m.filled_at >= FILLING
+
+
+def _before_growth(series: Sequence[tuple[float, int]]) -> int:
+    """The level its climb to its peak started from: from where it first stood halfway up, back while it was
+    climbing at least half as fast as it did from there to the peak."""
+    values = [v for _, v in series]
+    peak_at = values.index(max(values))
+    half = (values[0] + values[peak_at]) / 2
+    i = next(k for k, v in enumerate(values) if v >= half)
+    if i == 0 or series[peak_at][0] <= series[i - 1][0]:
+        return values[0]
+    rate = (values[peak_at] - values[i - 1]) / (series[peak_at][0] - series[i - 1][0])
+    k = i - 1
+    while k > 0:
+        dt = series[k][0] - series[k - 1][0]
+        if dt <= 0 or (values[k] - values[k - 1]) / dt < KNEE_RATE * rate:
+            break
+        k -= 1
+    return values[k]
+
+
+def _filled_at(series: Sequence[tuple[float, int]], start: int, peak: int) -> float:
+    life = series[-1][0] - series[0][0]
+    if life <= 0 or peak <= start:
+        return 0.0
+    mark = start + 0.9 * (peak - start)
+    reached = next(t for t, v in series if v >= mark)
+    return (reached - series[0][0]) / life
 
 
 def _allocated(trace: Trace, start: int, peak: int) -> float:
@@ -269,6 +301,7 @@ def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
         settled=all(m.settled for m in members),
         split=name == "dataloader_worker" and all(_gradual_allocation(m) for m in members),
         read=_median_known(m.read for m in members),
+        before_growth=float(statistics.median(m.before_growth for m in members)),
     )  # fmt: skip
 
 

@@ -30,7 +30,8 @@ def _scale(p: Projection) -> str:
     s = p.scale
     nodes = f" on {s.nodes} nodes ({s.ranks_per_node} ranks a node)" if s.nodes > 1 else ""
     ranks = f"{s.ranks} rank{'s' if s.ranks != 1 else ''}"
-    return f"{ranks} × {s.workers} DataLoader worker{'s' if s.workers != 1 else ''}{nodes}"
+    workers = f" × {s.workers} DataLoader worker{'s' if s.workers != 1 else ''}" if s.workers else ""
+    return f"{ranks}{workers}{nodes}"
 
 
 def _fit_line(p: Projection) -> str | None:
@@ -61,13 +62,14 @@ def render_text(model: Model, p: Projection, what_ifs: list[WhatIf], source: str
     rows.append(["page cache", "", "", human(p.page_cache)])
     out += table(["", "count", "each", "total"], rows, width, indent="  ", right=(1, 2, 3))
     for w in what_ifs:
-        out += ["", *wrap(f"With the fix for {w.cause} ({w.change}): needs {human(w.projection.needed)} "
-                          f"({human(w.projection.low)} – {human(w.projection.high)})"
-                          + (f"; {VERDICTS[w.projection.verdict]} the limit" if w.projection.verdict else "") + ".",
-                          width)]  # fmt: skip
-    out += ["", f"Measured in {escape_controls(source)} ({model.seconds:.0f} s sampled): {model.ranks} rank(s), "
-            f"{model.workers_per_rank:g} worker(s) a rank; peak {human(model.measured_peak)}, "
-            f"{human(model.measured_needed)} not reclaimable.", "Assumptions:"]  # fmt: skip
+        fits = f"; {VERDICTS[w.projection.verdict]} the limit" if w.projection.verdict else ""
+        line = (f"With {w.change} [{w.cause}]: needs {human(w.projection.needed)} "
+                f"({human(w.projection.low)} – {human(w.projection.high)}){fits}.")  # fmt: skip
+        out += ["", *wrap(line, width)]
+    measured = (f"Measured in {escape_controls(source)} ({model.seconds:.0f} s sampled): {model.ranks} rank(s), "
+                f"{model.workers_per_rank:g} worker(s) a rank; peak {human(model.measured_peak)}, "
+                f"{human(model.measured_needed)} not reclaimable.")  # fmt: skip
+    out += ["", *wrap(measured, width), "Assumptions:"]
     for a in [*p.assumptions, *(f"{w.cause}: {w.assumption}" for w in what_ifs if w.assumption)]:
         out += wrap(f"- {a}", width, rest="  ")
     return "\n".join(out) + "\n"

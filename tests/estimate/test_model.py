@@ -72,8 +72,8 @@ def test_a_workers_cache_of_the_data_it_loads_is_split_among_more_workers():
     assert four.shares[0].each == 20 * MIB + 300 * MIB / 4  # a quarter of the data each, beyond its start
     assert any("split among them" in a for a in four.assumptions)
 
-    # a buffer each worker takes at once (its batches in flight) is each worker's, whatever their number
-    buffer = trace(2, "dataloader_worker", [20 * MIB] * 4 + [180 * MIB] * 36)
+    # a buffer each worker takes at its start is each worker's, whatever their number
+    buffer = trace(2, "dataloader_worker", [20 * MIB] * 2 + [180 * MIB] * 38)
     model = build([main, buffer])
     assert not model.roles["dataloader_worker"].split
     assert project(model, Scale(ranks=1, workers=4)).shares[0].each == 180 * MIB
