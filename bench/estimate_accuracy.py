@@ -213,10 +213,11 @@ def run_case(case: Case, folder: Path, free_limit: str, cold: bool = True) -> di
 # ------------------------------------------------------------------------------------------ predict
 
 
-def estimate(report: str, ranks: int, workers: int, limit: str, out: Path) -> tuple[dict[str, Any] | None, str]:
-    """`oomwatch estimate` on a recorded run's report; (its JSON, "") or (None, why not)."""
+def estimate(report: str, ranks: int, workers: int | None, limit: str, out: Path) -> tuple[dict[str, Any] | None, str]:
+    """`oomwatch estimate` on a recorded run's report; (its JSON, "") or (None, why not). ``workers`` None: as
+    many per rank as the run had."""
     argv = [sys.executable, "-m", "oomwatch", "estimate", "--report", report, "--ranks", str(ranks),
-            "--workers", str(workers), "--limit", limit, "--format", "json"]  # fmt: skip
+            *(["--workers", str(workers)] if workers is not None else []), "--limit", limit, "--format", "json"]  # fmt: skip
     try:
         r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.SubprocessError) as e:
@@ -261,7 +262,7 @@ def predict(rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
     for small in (r for r in rows if r["report"]):
         family, rep = small["family"], small["rep"]
         scn: Scenario = SCENARIOS[family]
-        ranks, workers = (LARGE, 0) if family in RANK_FAMILIES else (1, LARGE)
+        ranks, workers = (LARGE, None) if family in RANK_FAMILIES else (1, LARGE)
         dim = "ranks" if family in RANK_FAMILIES else "workers"
         truth = {f"{v}-{b}": by.get((rep, family, f"{v}-{dim}{LARGE}-{b}")) for v in ("broken", "fixed") for b in ("free", "limit")}  # fmt: skip
         name = f"{rep}-{family}-{small['case']}"

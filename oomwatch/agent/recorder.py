@@ -14,7 +14,7 @@ from oomwatch.engine.diagnosis import Diagnosis
 
 NODE_POINTS = 3000  # node samples kept for the swap/pressure analyzer: 10 minutes at the default 0.2 s
 JOB_CGROUP_SHARE = 0.9  # of the job's memory, the share its own memory cgroup holds at least
-TRAIL_POINTS = 2000  # samples of each process (and cgroup) kept for the estimator, thinned evenly past it
+TRAIL_POINTS = 1000  # samples of each process (and cgroup) kept for the estimator, thinned evenly past it
 
 _Point = tuple[float, int | None, int | None, int | None, int | None]  # (time, rss, anon, uss, rchar)
 
@@ -52,23 +52,27 @@ class Seen:
 
 
 class Trail:
-    """A whole run's samples of one process or cgroup, at most ``TRAIL_POINTS``: past it every other one is
-    dropped and only every second sample after is kept (the stride doubles), so the run's start stays."""
+    """A whole run's samples of one process or cgroup, at most ``TRAIL_POINTS``: the n-th sample is kept when n is
+    a multiple of the stride, which doubles (dropping every other kept one) when the trail is full: evenly
+    thinned, the run's start kept."""
 
     def __init__(self) -> None:
-        self.points: list[tuple[Any, ...]] = []
+        self._kept: list[tuple[int, tuple[Any, ...]]] = []
         self.stride = 1
-        self._skipped = 0
+        self._n = 0
+
+    @property
+    def points(self) -> list[tuple[Any, ...]]:
+        return [point for _, point in self._kept]
 
     def add(self, point: tuple[Any, ...]) -> None:
-        self._skipped += 1
-        if self._skipped < self.stride:
+        n, self._n = self._n, self._n + 1
+        if n % self.stride:
             return
-        self._skipped = 0
-        self.points.append(point)
-        if len(self.points) >= TRAIL_POINTS:
-            self.points = self.points[::2]
+        self._kept.append((n, point))
+        if len(self._kept) >= TRAIL_POINTS:
             self.stride *= 2
+            self._kept = [(i, pt) for i, pt in self._kept if i % self.stride == 0]
 
 
 class Recorder:
@@ -126,7 +130,7 @@ class Recorder:
 
     def samples(self) -> dict[str, Any]:
         """The trails as a document: each process (its last role, rank and comm) with its samples, and the
-        samples of the one memory cgroup every process was in (the job's own), when there is one."""
+        samples of the memory cgroup that held (nearly) all of the job's memory (its own), when there is one."""
         processes = [
             {"pid": pid, "role": s.last.role, "rank": s.last.rank, "comm": s.last.comm,
              "points": [list(pt) for pt in self.trails[pid].points]}

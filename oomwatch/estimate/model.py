@@ -154,6 +154,7 @@ class Model:
     seconds: float  # how long the run was sampled
     basis: str  # "cgroup" or "processes": where the shared and cache figures come from
     notes: tuple[str, ...] = ()
+    batches: int = 0  # of shared_unreclaimable, the shmem of the DataLoader workers' batches (scales with them)
 
 
 def traces_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Trace]:
@@ -284,12 +285,25 @@ def build(traces: Sequence[Trace], job: Sequence[JobPoint] = ()) -> Model:
     roles = {name: _role(name, members, ranks) for name, members in by_role.items()}
     times = [p.time for t in traces for p in t.points]
     seconds = max(times) - min(times) if times else 0.0
-    return Model(roles, tuple(procs), ranks, workers / ranks, shared, cache, peak, needed, seconds, basis, notes)
+    return Model(roles, tuple(procs), ranks, workers / ranks, shared, cache, peak, needed, seconds, basis, notes,
+                 _batches(traces, job, shared))  # fmt: skip
+
+
+def _batches(traces: Sequence[Trace], job: Sequence[JobPoint], shared: int) -> int:
+    """The shmem of the workers' batches at the job's peak (tensors a worker hands its rank through /dev/shm):
+    the job cgroup's shmem then, when its DataLoader workers held shmem; at most what is shared."""
+    if not any(p.shmem for t in traces if role_of(t) == "dataloader_worker" for p in t.points):
+        return 0
+    usable = [j for j in job if j.anon is not None]
+    if not usable:
+        return 0
+    top = max(usable, key=lambda j: (j.anon or 0) + (j.shmem or 0))
+    return min(shared, top.shmem or 0)
 
 
 def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
     per = {"launcher": "node", "rank": "rank", "dataloader_worker": "worker"}.get(name, "seen")
-    if name == "manager" and len(members) == ranks and ranks > 1:
+    if name == "manager" and len(members) == ranks:  # a manager for each rank (each rank builds its dataset)
         per = "rank"
     then = [m.at_peak for m in members if m.at_peak is not None] or [m.peak for m in members]
     return Role(

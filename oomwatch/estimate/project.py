@@ -92,7 +92,8 @@ def _each(role: Role, model: Model, scale: Scale) -> tuple[float, float, float]:
 
 
 def project(model: Model, scale: Scale, limit: int | None = None) -> Projection:
-    shares, needed, low, high = [], float(model.shared_unreclaimable), 0.0, 0.0
+    shared = _shared(model, scale)
+    shares, needed, low, high = [], shared, 0.0, 0.0
     low = high = needed
     for name, role in sorted(model.roles.items()):
         n = count(role, model, scale)
@@ -105,9 +106,18 @@ def project(model: Model, scale: Scale, limit: int | None = None) -> Projection:
     if model.seconds < SHORT_PROBE:
         low, high = low * (1 - SHORT_WIDEN), high * (1 + SHORT_WIDEN)
     p = Projection(scale, needed, min(low, needed), max(high, needed), needed + model.page_cache, tuple(shares),
-                   float(model.shared_unreclaimable), float(model.page_cache), limit,
+                   shared, float(model.page_cache), limit,
                    assumptions=tuple(assumptions))  # fmt: skip
     return _against(p, model, scale) if limit else p
+
+
+def _shared(model: Model, scale: Scale) -> float:
+    """Pages shared once per node, the workers' batches in shmem scaled with the workers on the node."""
+    measured = model.ranks * model.workers_per_rank
+    if not model.batches or measured <= 0:
+        return float(model.shared_unreclaimable)
+    factor = scale.ranks_per_node * scale.workers / measured
+    return float(model.shared_unreclaimable - model.batches) + model.batches * factor
 
 
 def _against(p: Projection, model: Model, scale: Scale) -> Projection:
@@ -131,6 +141,8 @@ def _assumptions(model: Model, scale: Scale) -> Iterator[str]:
     yield "each rank and worker at the larger scale holds what one held here (the same data, batch and model)"
     if scale.ranks_per_node > model.ranks or scale.workers > model.workers_per_rank:
         yield "pages shared by the job's processes and the page cache stay one copy per node at the larger scale"
+        if model.batches:
+            yield "the workers' batches in shared memory scale with the workers on the node"
     if model.seconds < SHORT_PROBE:
         yield f"the run was sampled for {model.seconds:.0f} s only: the interval is widened"
     if any(r.split for r in model.roles.values()) and scale.workers != round(model.workers_per_rank):

@@ -46,3 +46,20 @@ def test_a_job_in_the_agents_history_is_estimated_at_more_ranks(tmp_path: Path):
 
     done = run_oomwatch("estimate", "--job", "nope", "--state-dir", str(tmp_path))
     assert done.returncode == 2 and "no samples of this job" in done.stderr.decode()
+
+
+def test_the_answer_as_text_and_markdown_says_the_same_figures(tmp_path: Path):
+    now = time.time() - 60
+    with HistoryStore(tmp_path / "history.db") as store:
+        for i in range(30):
+            procs = [_proc(10 + r, "rank", r, "run-8", 300 * MIB) for r in range(2)]
+            store.record(Tick(time=now + i, duration=0.01, processes=tuple(procs)))
+    args = ("estimate", "--job", "run-8", "--state-dir", str(tmp_path), "--ranks", "8", "--nodes", "2", "--limit", "2G")
+    text = run_oomwatch(*args).stdout.decode()
+    markdown = run_oomwatch(*args, "--format", "markdown").stdout.decode()
+    # 4 ranks a node of 300 MiB each and the PSS beyond USS of the 2 measured (10 MiB each), once
+    assert "HOST MEMORY ESTIMATE for 8 ranks on 2 nodes (4 ranks a node), per node" in text
+    assert "Needs 1.2 GiB" in text and "fits" in text and "no memory cgroup of its own" in text
+    assert (
+        "### Host memory estimate: 8 ranks on 2 nodes" in markdown and "| ranks | 4 | 300.0 MiB | 1.2 GiB |" in markdown
+    )
