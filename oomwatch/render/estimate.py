@@ -22,7 +22,7 @@ def human(n: float | None) -> str:
 
 ROLE_NAMES = {"launcher": "launcher", "rank": "ranks", "dataloader_worker": "DataLoader workers",
               "manager": "managers", "other": "other processes"}  # fmt: skip
-VERDICTS = {"fits": "fits", "tight": "fits, barely (within 5% of the limit at the interval's top)",
+VERDICTS = {"fits": "fits", "tight": "may not fit (it fits at the estimate; its interval reaches the limit)",
             "over": "does NOT fit"}  # fmt: skip
 
 
@@ -62,7 +62,7 @@ def render_text(model: Model, p: Projection, what_ifs: list[WhatIf], source: str
     rows.append(["page cache", "", "", human(p.page_cache)])
     out += table(["", "count", "each", "total"], rows, width, indent="  ", right=(1, 2, 3))
     for w in what_ifs:
-        fits = f"; {VERDICTS[w.projection.verdict]} the limit" if w.projection.verdict else ""
+        fits = f"; against the limit: {VERDICTS[w.projection.verdict]}" if w.projection.verdict else ""
         line = (f"With {w.change} [{w.cause}]: needs {human(w.projection.needed)} "
                 f"({human(w.projection.low)} – {human(w.projection.high)}){fits}.")  # fmt: skip
         out += ["", *wrap(line, width)]
@@ -88,7 +88,7 @@ def render_markdown(model: Model, p: Projection, what_ifs: list[WhatIf], source:
     lines.append(f"| shared once | | | {human(p.shared_once)} |")
     lines.append(f"| page cache | | | {human(p.page_cache)} |")
     for w in what_ifs:
-        fits = f", {VERDICTS[w.projection.verdict]} the limit" if w.projection.verdict else ""
+        fits = f"; against the limit: {VERDICTS[w.projection.verdict]}" if w.projection.verdict else ""
         lines += [
             "",
             f"With the fix for `{w.cause}` ({markdown_text(w.change)}): needs {human(w.projection.needed)}{fits}.",
