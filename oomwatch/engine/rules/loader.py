@@ -127,28 +127,20 @@ def _read_yaml(path: Path, rules: RuleSet) -> Any:
 
 
 def _load_fingerprints(path: Path, rules: RuleSet) -> None:
-    doc = _read_yaml(path, rules)
+    doc = _document(path, rules, "rules")
     if doc is None:
         return
-    items = doc.get("rules") if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        rules.errors.append(RuleError(str(path), 1, "expected a list `rules:`"))
-        return
-    for item in items:
+    for item in doc["rules"]:
         fp = guarded(path, item, rules.errors, partial(parse_fingerprint, path, item, rules.errors))
         if fp is not None and unique_in_dir(rules, path, (fp.id, fp.name), fp.source):
             replace_or_add(rules, rules.fingerprints, fp)
 
 
 def _load_verdicts(path: Path, rules: RuleSet) -> None:
-    doc = _read_yaml(path, rules)
+    doc = _document(path, rules, "verdicts")
     if doc is None:
         return
-    items = doc.get("verdicts") if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        rules.errors.append(RuleError(str(path), 1, "expected a list `verdicts:`"))
-        return
-    for item in items:
+    for item in doc["verdicts"]:
         guarded(path, item, rules.errors, partial(add_verdict, path, item, rules))
 
 
