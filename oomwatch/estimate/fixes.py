@@ -31,24 +31,29 @@ FIXES: dict[str, str] = {
 
 
 def _settle(role: Role, level: float) -> Role:
-    return replace(role, peak=level, low=min(role.low, level), high=level, growth=0.0, settled=True)
+    return replace(role, peak=level, low=min(role.low, level), high=level, start=min(role.start, level), growth=0.0,
+                   settled=True)  # fmt: skip
 
 
 def _shared_copy(model: Model) -> tuple[Model, str]:
     rank = model.roles.get("rank")
     if rank is None:
         return model, "no rank in this run"
-    # the copy: what each rank read from files and kept (its private growth, at most what it read); without
-    # the bytes read, its steepest climb
+    # the copy: what each rank read from files while it climbed to its peak, and kept (at most its private
+    # growth); without the bytes read, its steepest climb
     grew = max(0.0, rank.peak - rank.start)
+    read = rank.climb_read if rank.climb_read is not None else rank.read
     copy, how = (
-        (min(grew, rank.read), "what it read from files and kept") if rank.read else (rank.step, "its steepest climb")
+        (min(grew, read), "what it read from files as it climbed to its peak, and kept")
+        if read
+        else (rank.step, "its steepest climb")
     )
     if copy <= 0:
         return model, "no rank loaded anything here: nothing to share"
     roles = dict(model.roles)
-    roles["rank"] = replace(rank, peak=max(0.0, rank.peak - copy), low=max(0.0, rank.low - copy),
-                            high=max(0.0, rank.high - copy))  # fmt: skip
+    low = max(0.0, rank.low - copy)
+    roles["rank"] = replace(rank, peak=max(0.0, rank.peak - copy), low=low, high=max(0.0, rank.high - copy),
+                            start=min(rank.start, low))  # fmt: skip
     fixed = replace(model, roles=roles, page_cache=model.page_cache + int(copy))
     return fixed, (f"each rank's copy is {how} here ({copy / 2**20:.0f} MiB); memory-mapped, one copy stays in "
                    "the page cache, shared and reclaimable")  # fmt: skip
@@ -74,13 +79,50 @@ def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
     return fix
 
 
+VALUES_SHARE = (0.0, 0.5, 0.75)  # of a Python-object dataset's pages, what its values take in numpy/Arrow storage
+# (low, point, high): CPython's int and float objects with their list slot take 32-36 bytes for an 8-byte value, a
+# short str or a tuple keeps more of its size; the samples cannot tell the mix
+
+
+def _compact_storage(model: Model) -> tuple[Model, str]:
+    """numpy/Arrow storage: the workers un-share nothing (each keeps only what it allocated itself), and the
+    parent's objects (about the pages each worker un-shared: the objects it touched) shrink to their values."""
+    worker = model.roles.get("dataloader_worker")
+    if worker is None:
+        return model, "no DataLoader worker in this run"
+    own = worker.own if worker.own is not None else worker.start
+    unshared = max(0.0, worker.peak - own)
+    roles = dict(model.roles)
+    roles["dataloader_worker"] = _settle(worker, min(worker.peak, own))
+    said = (f"each worker keeps only what it allocated itself ({own / 2**20:.0f} MiB), un-sharing none of its "
+            f"parent's pages ({unshared / 2**20:.0f} MiB each here)")  # fmt: skip
+    rank = roles.get("rank")
+    if rank is not None and unshared > 0:
+        most, point, least = (unshared * (1 - v) for v in VALUES_SHARE)  # what the parent no longer holds
+        low = max(0.0, rank.low - most)
+        roles["rank"] = replace(rank, peak=max(0.0, rank.peak - point), low=low, high=max(0.0, rank.high - least),
+                                start=min(rank.start, low))  # fmt: skip
+        said += (f"; the dataset's objects in the parent (about what a worker un-shared) shrink to their values: "
+                 f"{point / 2**20:.0f} MiB less for each rank (between {least / 2**20:.0f} and {most / 2**20:.0f} "
+                 "MiB: the values' own share of the objects is not known)")  # fmt: skip
+    return replace(model, roles=roles), said
+
+
+def _no_manager(model: Model) -> tuple[Model, str]:
+    """No Manager() cache: the manager processes go."""
+    if "manager" not in model.roles:
+        return model, "no manager in this run"
+    roles = {n: r for n, r in model.roles.items() if n != "manager"}
+    return replace(model, roles=roles), "no manager process (each held its cache)"
+
+
 _APPLY: dict[str, Callable[[Model], tuple[Model, str]]] = {
     "keep_in_memory_duplication": _shared_copy,
     "checkpoint_load_duplication": _shared_copy,
     "per_rank_copy": _shared_copy,
-    "cow_refcount_defeat": _settled({"dataloader_worker": "start"}),
+    "cow_refcount_defeat": _compact_storage,
     "unbounded_cache": _settled({"dataloader_worker": "start", "rank": "before"}),
-    "manager_cache": _settled({"manager": "start"}),
+    "manager_cache": _no_manager,
     "pin_memory_prefetch": _settled({"dataloader_worker": "start"}),
 }
 

@@ -120,6 +120,8 @@ class ProcessModel:
     # un-shared from a parent (copy-on-write: 0)
     filled_at: float = 0.0  # when it reached 90% of its growth, as a share of its life (0: at once, 1: at its end)
     before_growth: int = 0  # its private set when its steady growth to the end began (its level without it)
+    climb_read: int | None = None  # bytes it read from its climb's start to its peak (None: not known)
+    own: int | None = None  # a forked worker: what it allocated itself (beyond the pages its parent shares with it)
 
 
 @dataclass(frozen=True)
@@ -134,11 +136,16 @@ class Role:
     start: float  # median private set at the first sample
     growth: float  # median growth, bytes per second
     settled: bool  # all of them had stopped growing
-    # workers whose growth is new memory (a cache, prefetched batches): the data they load is split among them,
-    # so more workers each hold less of it; copy-on-write growth (each un-shares its parent's pages) is not split
+    # workers (or managers) whose growth is new memory taken over their life (a cache of the data they load): the
+    # data is split among them, so more of them each hold less of it (workers: among a rank's workers; both:
+    # among the ranks, as a DistributedSampler gives each rank its share); copy-on-write growth (each worker
+    # un-shares its parent's pages) is not split
     split: bool = False
     read: float | None = None  # median bytes each read from files over the run (None: not known)
     before_growth: float = 0.0  # median level before their steady growth to the end
+    climb_read: float | None = None  # median bytes each read while climbing to its peak (None: not known)
+    own: float | None = None  # workers: median memory each allocated itself (the rest of their private set is
+    # pages un-shared from their parent, copy-on-write)
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,9 @@ class Model:
     basis: str  # "cgroup" or "processes": where the shared and cache figures come from
     notes: tuple[str, ...] = ()
     batches: int = 0  # of shared_unreclaimable, the shmem of the DataLoader workers' batches (scales with them)
+    # of shared_unreclaimable, the anonymous pages a rank shares with the workers it forked (copy-on-write, not
+    # yet un-shared): one set for each rank, so they scale with the ranks
+    families: int = 0
 
 
 def traces_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Trace]:
@@ -181,8 +191,9 @@ def role_of(trace: Trace) -> str:
     return trace.role if trace.role in ROLES else "other"
 
 
-def process_model(trace: Trace, peak_time: float | None = None) -> ProcessModel | None:
-    """One process's model; ``peak_time``: when the job held the most (its private set then is kept)."""
+def process_model(trace: Trace, peak_time: float | None = None, parent: Trace | None = None) -> ProcessModel | None:
+    """One process's model; ``peak_time``: when the job held the most (its private set then is kept);
+    ``parent``: a DataLoader worker's parent (the process it was forked from), when known."""
     series = trace.private()
     if not series:
         return None
@@ -193,9 +204,47 @@ def process_model(trace: Trace, peak_time: float | None = None) -> ProcessModel 
     at_peak = None
     if peak_time is not None and series[0][0] <= peak_time + ALIVE_SLACK and series[-1][0] >= peak_time - ALIVE_SLACK:
         at_peak = min(series, key=lambda tv: abs(tv[0] - peak_time))[1]
+    k = _climb_start(series)
+    peak_at = series[values.index(peak)][0]
+    own = _own(trace, parent, peak) if role_of(trace) == "dataloader_worker" else None
     return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step, peak, values[-1],
                         growth, settled, at_peak, trace.read(), _allocated(trace, values[0], peak),
-                        _filled_at(series, values[0], peak), _before_growth(series))  # fmt: skip
+                        _filled_at(series, values[0], peak), values[k],
+                        _read_between(trace, series[k][0], peak_at), own)  # fmt: skip
+
+
+def _read_between(trace: Trace, start: float, end: float) -> int | None:
+    """Bytes it read from ``start`` to ``end``: rchar at its last reading by ``end`` less at its last reading by
+    ``start`` (its first reading, when none was that early)."""
+    reads = [(p.time, p.rchar) for p in trace.points if p.rchar is not None]
+    if len(reads) < 2:
+        return None
+    before = [r for t, r in reads if t <= start] or [reads[0][1]]
+    until = [r for t, r in reads if t <= end] or [reads[0][1]]
+    return max(0, until[-1] - before[-1])
+
+
+def _own(worker: Trace, parent: Trace | None, peak: int) -> int:
+    """What a forked worker allocated itself. Forked, it maps its parent's anonymous pages (shared until one of
+    them writes a page): its anonymous memory beyond its parent's at its first sample is its own, the rest of
+    its private set is pages it un-shared (copy-on-write). Without a known parent: its anonymous memory's rise
+    over its life. A first private reading taken before it had grown to half its peak is its own too (sampled
+    early, before it touched its parent's objects)."""
+    anon = [(p.time, p.anon) for p in worker.points if p.anon is not None]
+    if not anon:
+        return 0
+    first_time, first_anon = anon[0]
+    top = max(a for _, a in anon)
+    parents = [(p.time, p.anon) for p in parent.points if p.anon is not None] if parent is not None else []
+    if parents:
+        then = min(parents, key=lambda ta: abs(ta[0] - first_time))[1]
+        own = max(0, top - then)
+    else:
+        own = max(0, top - first_anon)
+    first_uss = next((p.uss for p in worker.points if p.uss is not None), None)
+    if first_uss is not None and first_uss <= peak / 2:
+        own = max(own, first_uss)
+    return min(own, peak)
 
 
 def _median_known(values: Iterable[int | None]) -> float | None:
@@ -209,15 +258,15 @@ def _gradual_allocation(m: ProcessModel) -> bool:
     return m.peak > m.start and m.allocated >= SPLIT_ALLOCATED and m.filled_at >= FILLING
 
 
-def _before_growth(series: Sequence[tuple[float, int]]) -> int:
-    """The level its climb to its peak started from: from where it first stood halfway up, back while it was
-    climbing at least half as fast as it did from there to the peak."""
+def _climb_start(series: Sequence[tuple[float, int]]) -> int:
+    """Where its climb to its peak started (an index of ``series``): from where it first stood halfway up, back
+    while it was climbing at least half as fast as it did from there to the peak."""
     values = [v for _, v in series]
     peak_at = values.index(max(values))
     half = (values[0] + values[peak_at]) / 2
     i = next(k for k, v in enumerate(values) if v >= half)
     if i == 0 or series[peak_at][0] <= series[i - 1][0]:
-        return values[0]
+        return 0
     rate = (values[peak_at] - values[i - 1]) / (series[peak_at][0] - series[i - 1][0])
     k = i - 1
     while k > 0:
@@ -225,7 +274,7 @@ def _before_growth(series: Sequence[tuple[float, int]]) -> int:
         if dt <= 0 or (values[k] - values[k - 1]) / dt < KNEE_RATE * rate:
             break
         k -= 1
-    return values[k]
+    return k
 
 
 def _filled_at(series: Sequence[tuple[float, int]], start: int, peak: int) -> float:
@@ -275,8 +324,8 @@ def _growth(series: Sequence[tuple[float, int]], peak: int) -> tuple[float, bool
 
 def build(traces: Sequence[Trace], job: Sequence[JobPoint] = ()) -> Model:
     """The model of one run: ``traces`` of its processes, ``job`` the samples of its own memory cgroup."""
-    shared, cache, peak, needed, basis, notes, peak_time = _once(traces, job)
-    procs = [m for m in (process_model(t, peak_time) for t in traces) if m is not None]
+    shared, cache, peak, needed, basis, notes, peak_time, shmem = _once(traces, job)
+    procs = [m for m in (process_model(t, peak_time, _parent(t, traces)) for t in traces) if m is not None]
     by_role: dict[str, list[ProcessModel]] = {}
     for m in procs:
         by_role.setdefault(m.role, []).append(m)
@@ -285,8 +334,22 @@ def build(traces: Sequence[Trace], job: Sequence[JobPoint] = ()) -> Model:
     roles = {name: _role(name, members, ranks) for name, members in by_role.items()}
     times = [p.time for t in traces for p in t.points]
     seconds = max(times) - min(times) if times else 0.0
+    # the anonymous part of what is shared, when ranks forked workers: each rank's pages its workers still share
+    families = max(0, shared - shmem) if workers else 0
     return Model(roles, tuple(procs), ranks, workers / ranks, shared, cache, peak, needed, seconds, basis, notes,
-                 _batches(traces, job, shared))  # fmt: skip
+                 _batches(traces, job, shared), families)  # fmt: skip
+
+
+def _parent(trace: Trace, traces: Sequence[Trace]) -> Trace | None:
+    """A DataLoader worker's parent: the one rank (or other process of the job's own) of the worker's rank, or
+    the only one when the workers carry no rank."""
+    if role_of(trace) != "dataloader_worker":
+        return None
+    mains = [t for t in traces if role_of(t) == "rank"]
+    same = [t for t in mains if t.rank == trace.rank]
+    if len(same) == 1:
+        return same[0]
+    return mains[0] if len(mains) == 1 else None
 
 
 def _batches(traces: Sequence[Trace], job: Sequence[JobPoint], shared: int) -> int:
@@ -313,16 +376,19 @@ def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
         start=float(statistics.median(m.start for m in members)),
         growth=float(statistics.median(m.growth for m in members)),
         settled=all(m.settled for m in members),
-        split=name == "dataloader_worker" and all(_gradual_allocation(m) for m in members),
+        split=name in ("dataloader_worker", "manager") and all(_gradual_allocation(m) for m in members),
         read=_median_known(m.read for m in members),
         before_growth=float(statistics.median(m.before_growth for m in members)),
+        climb_read=_median_known(m.climb_read for m in members),
+        own=_median_known(m.own for m in members),
     )  # fmt: skip
 
 
 def _once(
     traces: Sequence[Trace], job: Sequence[JobPoint]
-) -> tuple[int, int, int, int, str, tuple[str, ...], float | None]:
-    """(shared unreclaimable, page cache, measured peak, measured needed, basis, notes, when the job held most).
+) -> tuple[int, int, int, int, str, tuple[str, ...], float | None, int]:
+    """(shared unreclaimable, page cache, measured peak, measured needed, basis, notes, when the job held most,
+    the shmem then).
 
     From the job's memory cgroup when it has one of its own: what it held beyond the processes' private sets
     (anonymous and shmem pages they share, e.g. a parent's pages its forked workers still share) and the page
@@ -339,14 +405,16 @@ def _once(
             needed = (top.anon or 0) + (top.shmem or 0)
             cache = max(max(0, (j.usage or 0) - (j.anon or 0) - (j.shmem or 0)) for j in usable)
             shared = max(0, needed - _near(sums, top.time)[0])
-            return shared, cache, max(j.usage or 0 for j in usable), needed, "cgroup", (), top.time
+            return shared, cache, max(j.usage or 0 for j in usable), needed, "cgroup", (), top.time, top.shmem or 0
     if not sums:
-        return 0, 0, 0, 0, "processes", ("no samples",), None
+        return 0, 0, 0, 0, "processes", ("no samples",), None, 0
     at = max(sums, key=lambda a: sums[a][1])
     uss, pss, _ = sums[at]
     note = ("the job has no memory cgroup of its own: shared pages are the sum of PSS beyond USS, and the page "
             "cache its files fill is not known",)  # fmt: skip
-    return max(0, pss - uss), 0, pss, pss, "processes", note, at
+    # shmem a process maps is counted in each mapping's figures: the largest one's is the least there was
+    shmem = max((min(t.points, key=lambda p: abs(p.time - at)).shmem or 0 for t in traces if t.points), default=0)
+    return max(0, pss - uss), 0, pss, pss, "processes", note, at, shmem
 
 
 def _sums(traces: Sequence[Trace]) -> dict[float, tuple[int, int, int]]:

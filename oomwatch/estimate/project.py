@@ -78,8 +78,10 @@ def count(role: Role, model: Model, scale: Scale) -> int:
 def _each(role: Role, model: Model, scale: Scale) -> tuple[float, float, float]:
     """(peak, low, high) bytes of one process of ``role`` over the full run."""
     share = 1.0
-    if role.split and scale.workers > 0:  # the data the workers load, split among more (or fewer) of them
-        share = model.workers_per_rank / scale.workers
+    if role.split:  # the data they load, split among more (or fewer) of them
+        share = model.ranks / max(1, scale.ranks)  # each rank's share of the data (a DistributedSampler's)
+        if role.role == "dataloader_worker":
+            share = share * model.workers_per_rank / scale.workers if scale.workers > 0 else 1.0
     extra = 0.0
     if scale.seconds is not None and role.growth > 0:
         extra = role.growth * share * max(0.0, scale.seconds - model.seconds)
@@ -112,12 +114,17 @@ def project(model: Model, scale: Scale, limit: int | None = None) -> Projection:
 
 
 def _shared(model: Model, scale: Scale) -> float:
-    """Pages shared once per node, the workers' batches in shmem scaled with the workers on the node."""
+    """Pages shared once per node; the workers' batches in shmem scaled with the workers on the node, the pages
+    each rank shares with its forked workers with the ranks on the node."""
+    shared = float(model.shared_unreclaimable)
     measured = model.ranks * model.workers_per_rank
-    if not model.batches or measured <= 0:
-        return float(model.shared_unreclaimable)
-    factor = scale.ranks_per_node * scale.workers / measured
-    return float(model.shared_unreclaimable - model.batches) + model.batches * factor
+    if model.batches and measured > 0:
+        shared += model.batches * (scale.ranks_per_node * scale.workers / measured - 1)
+    if model.families and scale.workers > 0:
+        shared += model.families * (scale.ranks_per_node / model.ranks - 1)
+    elif model.families:  # no workers at the larger scale: nothing is forked, nothing shared with them
+        shared -= model.families
+    return max(0.0, shared)
 
 
 def _against(p: Projection, model: Model, scale: Scale) -> Projection:
@@ -143,12 +150,20 @@ def _assumptions(model: Model, scale: Scale) -> Iterator[str]:
         yield "pages shared by the job's processes and the page cache stay one copy per node at the larger scale"
         if model.batches:
             yield "the workers' batches in shared memory scale with the workers on the node"
+        if model.families and scale.ranks_per_node != model.ranks:
+            yield "the pages each rank shares with the workers it forked are one set for each rank"
     if model.seconds < SHORT_PROBE:
         yield f"the run was sampled for {model.seconds:.0f} s only: the interval is widened"
-    if any(r.split for r in model.roles.values()) and scale.workers != round(model.workers_per_rank):
+    if any(r.split for r in model.roles.values() if r.role == "dataloader_worker") and scale.workers != round(
+        model.workers_per_rank
+    ):
         yield ("the workers' growth is new memory (a cache, batches in flight) for the data they load, split among "
                f"them: each of {scale.workers} holds {model.workers_per_rank:g}/{scale.workers} of what one "
                "measured held beyond its start")  # fmt: skip
+    split = sorted(r.role for r in model.roles.values() if r.split)
+    if split and scale.ranks != model.ranks:
+        yield (f"the data each rank's {' and '.join(split)} cached is its share of the data (as a DistributedSampler "
+               f"gives it): {model.ranks}/{scale.ranks} of what was measured beyond its start")  # fmt: skip
     growing = [r.role for r in model.roles.values() if not r.settled]
     if growing:
         yield (f"{', '.join(sorted(growing))} still grew at the end of the run: "

@@ -58,7 +58,7 @@ def render_text(model: Model, p: Projection, what_ifs: list[WhatIf], source: str
         out += wrap(fit, width)
     out += ["", "By role (each at its peak):"]
     rows = [[ROLE_NAMES.get(s.role, s.role), str(s.count), human(s.each), human(s.total)] for s in p.shares]
-    rows.append(["shared once", "", "", human(p.shared_once)])
+    rows.append(["shared pages", "", "", human(p.shared_once)])
     rows.append(["page cache", "", "", human(p.page_cache)])
     out += table(["", "count", "each", "total"], rows, width, indent="  ", right=(1, 2, 3))
     for w in what_ifs:
@@ -85,7 +85,7 @@ def render_markdown(model: Model, p: Projection, what_ifs: list[WhatIf], source:
     lines += ["", "| role | count | each | total |", "|---|---:|---:|---:|"]
     for s in p.shares:
         lines.append(f"| {ROLE_NAMES.get(s.role, s.role)} | {s.count} | {human(s.each)} | {human(s.total)} |")
-    lines.append(f"| shared once | | | {human(p.shared_once)} |")
+    lines.append(f"| shared pages | | | {human(p.shared_once)} |")
     lines.append(f"| page cache | | | {human(p.page_cache)} |")
     for w in what_ifs:
         fits = f"; against the limit: {VERDICTS[w.projection.verdict]}" if w.projection.verdict else ""

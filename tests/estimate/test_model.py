@@ -112,3 +112,73 @@ def test_a_report_without_samples_is_refused_with_what_to_do():
     rec = from_report(doc, "r.json")
     assert len(rec.traces[0].points) == 2 and rec.causes == ("keep_in_memory_duplication",)
     assert rec.ended == "killed by signal 9"
+
+
+def test_the_copy_a_fix_shares_is_what_the_rank_read_as_it_climbed_not_its_imports():
+    # imports read 40 MiB while the rank grew 100 MiB; then it read a 500 MiB file and kept it
+    t = Trace(10, "rank", 0, "python")
+    for i in range(40):
+        private = 100 * MIB + min(i, 4) * 25 * MIB + (500 * MIB if i >= 8 else 250 * MIB if i == 7 else 0)
+        read = min(i, 4) * 10 * MIB + (500 * MIB if i >= 8 else 250 * MIB if i == 7 else 0)
+        t.points.append(Point(i * 0.5, private, private, private + 60 * MIB, private, 0, read))
+    model = build([t])
+    assert model.roles["rank"].read == 540 * MIB and model.roles["rank"].climb_read == 500 * MIB
+    ((_, _, fixed, assumption),) = fixed_models(model, ["keep_in_memory_duplication"])
+    assert fixed.roles["rank"].peak == 200 * MIB and "500 MiB" in assumption
+
+
+def parent_and_workers(rank: int, late: bool) -> list[Trace]:
+    """A rank holding 400 MiB of Python objects and two forked workers each un-sharing 100 MiB of them
+    (RSS flat); ``late``: their first sample comes after they had un-shared most of it."""
+    parent = Trace(10 + rank, "rank", rank, "python")
+    parent.points = [Point(i * 0.5, 150 * MIB, 250 * MIB, 420 * MIB, 400 * MIB, 0) for i in range(40)]
+    workers = []
+    for w in range(2):
+        t = Trace(100 + 10 * rank + w, "dataloader_worker", rank, "pt_data_worker")
+        for i in range(10, 40):
+            uss = min(100, (70 if late else 5) + (i - 10) * 3) * MIB
+            t.points.append(Point(i * 0.5, uss, uss + 100 * MIB, 400 * MIB, 400 * MIB, 0))
+        workers.append(t)
+    return [parent, *workers]
+
+
+def job_of_one_rank() -> list[JobPoint]:
+    """Its cgroup: the parent's 400 MiB alone, then with what the two workers un-shared (100 MiB each at last)."""
+    anon = [400 * MIB + (2 * min(100, 5 + (i - 10) * 3) * MIB if i >= 10 else 0) for i in range(40)]
+    return [JobPoint(i * 0.5, usage=a, anon=a, shmem=0) for i, a in enumerate(anon)]
+
+
+def test_pages_a_rank_shares_with_its_forked_workers_scale_with_the_ranks():
+    model = build(parent_and_workers(0, late=False), job_of_one_rank())
+    assert model.families == model.shared_unreclaimable == 600 * MIB - 150 * MIB - 2 * 100 * MIB  # the parent's
+    two = project(model, Scale(ranks=2, workers=2))
+    assert two.shared_once == 2 * model.families  # each rank's own pages, shared with its own workers
+    assert any("one set for each rank" in a for a in two.assumptions)
+
+
+def test_numpy_storage_keeps_each_worker_at_what_it_allocated_and_shrinks_the_parents_objects():
+    for late in (False, True):
+        model = build(parent_and_workers(0, late=late), job_of_one_rank())
+        worker = model.roles["dataloader_worker"]
+        assert worker.own == (0 if late else 5 * MIB)  # a late first sample is not its own: its anon is its parent's
+        ((_, _, fixed, assumption),) = fixed_models(model, ["cow_refcount_defeat"])
+        assert fixed.roles["dataloader_worker"].peak == worker.own
+        # half of what a worker un-shared leaves the parent (the objects become their values)
+        assert fixed.roles["rank"].peak == model.roles["rank"].peak - (worker.peak - worker.own) / 2
+        assert fixed.roles["rank"].low < fixed.roles["rank"].peak < fixed.roles["rank"].high
+        assert "not known" in assumption
+        p = project(fixed, Scale(ranks=1, workers=4))
+        assert p.shares[0].each == worker.own  # not back at the worker's first sample
+        assert p.shares[1].each == fixed.roles["rank"].peak
+
+
+def test_a_managers_cache_is_split_among_the_ranks_and_its_fix_removes_the_manager():
+    rank = trace(10, "rank", [300 * MIB] * 40, rank=0)
+    manager = trace(11, "manager", [20 * MIB + min(i, 36) * 10 * MIB for i in range(40)])  # fills as it runs
+    model = build([rank, manager])
+    assert model.roles["manager"].per == "rank" and model.roles["manager"].split
+    two = project(model, Scale(ranks=2, workers=0))
+    assert dict((s.role, s.each) for s in two.shares)["manager"] == 20 * MIB + 360 * MIB / 2
+    assert any("DistributedSampler" in a for a in two.assumptions)
+    ((_, _, fixed, _),) = fixed_models(model, ["manager_cache"])
+    assert "manager" not in fixed.roles
