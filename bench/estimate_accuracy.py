@@ -422,6 +422,22 @@ def _rerun_small(
     return kept
 
 
+def main_on(
+    scenarios: dict[str, Scenario], by: str, small: tuple[int, ...], large: int, argv: list[str] | None = None
+) -> int:
+    """This bench on other families (``scenarios``: the held-out variants) scaled ``by`` "ranks" or "workers",
+    from the ``small`` scales to ``large``; ``argv`` as main's (``--families`` defaults to all of them)."""
+    global SCENARIOS, RANK_FAMILIES, WORKER_FAMILIES, FAMILIES, SMALL, LARGE
+    families = tuple(scenarios)
+    SCENARIOS = {**SCENARIOS, **scenarios}
+    RANK_FAMILIES, WORKER_FAMILIES = (families, ()) if by == "ranks" else ((), families)
+    FAMILIES, SMALL, LARGE = families, small, large
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--families" not in args:
+        args += ["--families", ",".join(families)]
+    return main(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter

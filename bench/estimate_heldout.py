@@ -30,16 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         families = tuple(v for v in HELDOUT if VARIANTS[v].nproc == chosen)
     else:
         chosen, families = large.pop(), HELDOUT
-    bench.SCENARIOS = {**bench.SCENARIOS, **{n: VARIANTS[n] for n in families}}
-    bench.RANK_FAMILIES = families
-    bench.WORKER_FAMILIES = ()
-    bench.FAMILIES = families
-    bench.SMALL = (1,)
-    bench.LARGE = chosen
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "--families" not in args:
-        args += ["--families", ",".join(families)]
-    return bench.main(args)
+    return bench.main_on({n: VARIANTS[n] for n in families}, "ranks", (1,), chosen, argv)
 
 
 if __name__ == "__main__":

@@ -57,20 +57,26 @@ class Scenario:
         return {**({} if self.nproc else {"OMP_NUM_THREADS": "1"}), **self.env}
 
     def takes_workers(self) -> bool:
-        """Does the workload take ``--num-workers`` (its script declares the flag, and the command
-        line passes the scenario's arguments through)?"""
+        """Does the workload take a DataLoader worker count (its script declares ``--num-workers`` or
+        ``--workers``, and the command line passes the scenario's arguments through)?"""
+        return self.workers_flag() is not None
+
+    def workers_flag(self) -> str | None:
+        """The flag the workload's script declares for its DataLoader worker count, if any."""
         if (self.shell and "{args}" not in self.shell) or (self.fixed_shell and "{args}" not in self.fixed_shell):
-            return False
+            return None
         try:
             source = (Path(__file__).resolve().parent / "workloads" / self.script).read_text()
         except OSError:
-            return False
-        return re.search(r"""add_argument\(\s*["']--num-workers["']""", source) is not None
+            return None
+        found = re.search(r"""add_argument\(\s*["'](--num-workers|--workers)["']""", source)
+        return found.group(1) if found else None
 
     def scaled(self, nproc: int | None = None, workers: int | None = None) -> Scenario:
-        """The same scenario with ``nproc`` torchrun ranks and/or ``--num-workers workers`` appended
-        to both variants' arguments (argparse takes the last value). ValueError when the scenario
-        is not launched by torchrun (for ``nproc``) or its workload takes no ``--num-workers``."""
+        """The same scenario with ``nproc`` torchrun ranks and/or its workers flag (``--num-workers`` or
+        ``--workers``) with ``workers`` appended to both variants' arguments (argparse takes the last
+        value). ValueError when the scenario is not launched by torchrun (for ``nproc``) or its
+        workload takes no worker count."""
         scn = self
         if nproc is not None:
             if nproc < 1:
@@ -81,9 +87,10 @@ class Scenario:
         if workers is not None:
             if workers < 0:
                 raise ValueError(f"--workers must be 0 or more, not {workers}")
-            if not self.takes_workers():
+            flag = self.workers_flag()
+            if flag is None:
                 raise ValueError(f"{self.name}'s workload takes no --num-workers")
-            extra = ("--num-workers", str(workers))
+            extra = (flag, str(workers))
             scn = dataclasses.replace(scn, broken_args=(*scn.broken_args, *extra), fixed_args=(*scn.fixed_args, *extra))
         return scn
 

@@ -114,3 +114,18 @@ def test_parse_size_and_scrub() -> None:
     rewrites = path_rewrites()
     text = f'File "{ROOT}/scenarios/workloads/x.py", line 1\n'.encode()
     assert scrub(text, rewrites) == b'File "/home/user/oomwatch/scenarios/workloads/x.py", line 1\n'
+
+
+def test_a_scenario_scales_by_the_flags_its_script_declares():
+    from scenarios.variants import VARIANTS
+
+    seed = SCENARIOS["cow_refcount"].scaled(workers=2)
+    assert seed.broken_args[-2:] == ("--num-workers", "2") and seed.fixed_args[-2:] == ("--num-workers", "2")
+    variant = VARIANTS["textcls_jsonl_workers"].scaled(workers=1)  # its script says --workers
+    assert variant.broken_args[-2:] == ("--workers", "1") and variant.workers_flag() == "--workers"
+    ranks = SCENARIOS["keep_in_memory"].scaled(nproc=3)
+    assert ranks.nproc == 3 and "--nproc-per-node" in ranks.argv(False, Path("/data"))
+    with pytest.raises(ValueError, match="takes no --num-workers"):
+        SCENARIOS["keep_in_memory"].scaled(workers=2)
+    with pytest.raises(ValueError, match="not launched by torchrun"):
+        SCENARIOS["cow_refcount"].scaled(nproc=2)

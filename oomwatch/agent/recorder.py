@@ -11,6 +11,7 @@ from typing import Any
 
 from oomwatch.agent.tick import ProcessSample, Tick
 from oomwatch.engine.diagnosis import Diagnosis
+from oomwatch.engine.progress import Progress
 
 NODE_POINTS = 3000  # node samples kept for the swap/pressure analyzer: 10 minutes at the default 0.2 s
 JOB_CGROUP_SHARE = 0.9  # of the job's memory, the share its own memory cgroup holds at least
@@ -185,6 +186,7 @@ class RunResult:
     kernel_lines: list[str]
     notes: list[str]
     duration: float
+    progress: Progress | None = None  # the training loop's step counter in its output, when it printed one
 
 
 def exit_status(returncode: int) -> int:

@@ -36,6 +36,7 @@ from oomwatch.agent.watch.spans import kill_reports
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Program
+from oomwatch.engine.progress import lines_of, progress
 from oomwatch.engine.rules.loader import load_rules
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone
@@ -47,16 +48,19 @@ from oomwatch.scripts import read_program
 HEAD_BYTES = 1 << 20
 TAIL_BYTES = 16 << 20
 KMSG_KEEP = 100_000  # records kept while the command runs (kernel reports are ~60 records each)
+MARKS_KEEP = 4096  # when each piece of output came (a step counter's rate): halved, evenly, when full
 
 
 class Capture:
-    """Pass a stream through and keep its head and tail."""
+    """Pass a stream through and keep its head and tail, and when its pieces came."""
 
     def __init__(self, source: IO[bytes], sink: IO[bytes]) -> None:
         self.head = bytearray()
         self.tail: deque[bytes] = deque()
         self.tail_size = 0
         self.dropped = 0
+        self.written = 0
+        self.marks: list[tuple[int, float]] = []  # (bytes written by then, wall-clock time)
         self._source, self._sink = source, sink
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
@@ -73,6 +77,10 @@ class Capture:
             self._keep(chunk)
 
     def _keep(self, chunk: bytes) -> None:
+        self.written += len(chunk)
+        self.marks.append((self.written, time.time()))
+        if len(self.marks) > MARKS_KEEP:
+            self.marks = [*self.marks[:-1:2], self.marks[-1]]
         room = HEAD_BYTES - len(self.head)
         if room > 0:
             self.head += chunk[:room]
@@ -88,6 +96,15 @@ class Capture:
     def text(self) -> bytes:
         gap = b"\n" if self.dropped else b""
         return bytes(self.head) + gap + b"".join(self.tail)
+
+    def timed_lines(self) -> list[tuple[float, str]]:
+        """The lines kept that may hold a step counter, each with when it came."""
+        head = lines_of(bytes(self.head), self.marks)
+        if not self.tail:
+            return head
+        skipped = len(self.head) + self.dropped  # the tail's first byte, in the bytes written
+        tail = [(n - skipped, t) for n, t in self.marks if n > skipped]
+        return [*head, *lines_of(b"".join(self.tail), tail)]
 
 
 def run_command(
@@ -143,7 +160,9 @@ def run_command(
     victim = kills[0][0] if kills else None
     program = (read_code_of(code) or _command_code(argv)) if read_code else None
     diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, program) if failed else None
-    return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started)
+    printed = sorted((line for c in captures for line in c.timed_lines()), key=lambda tl: tl[0])
+    steps = progress(printed, load_rules(()).steps) if printed else None
+    return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started, steps)
 
 
 def _open_kmsg(paths: HostPaths, notes: list[str]) -> KmsgReader | None:

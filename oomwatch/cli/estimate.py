@@ -68,7 +68,7 @@ def _fail(message: str) -> NoReturn:
     "--probe",
     metavar="DURATION",
     help="Run COMMAND (after --) under oomwatch run for this long (90s, 5m), then stop it and estimate "
-    "from what it used; a command that ends sooner is measured whole.",
+    "from what it used; a command that ends sooner is measured whole. Its output is shown on stderr.",
 )
 @click.option(
     "--save",
@@ -76,7 +76,12 @@ def _fail(message: str) -> NoReturn:
     help="With --probe: also write the probe's run report here, to estimate from again later.",
 )
 @click.option("--ranks", type=click.IntRange(min=1), help="Ranks of the full job (default: as measured).")
-@click.option("--workers", type=click.IntRange(min=0), help="DataLoader workers per rank (default: as measured).")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    help="DataLoader workers per rank, alive at once: a loader's num_workers (a validation loader that runs "
+    "after the training one adds none). Default: as measured.",
+)
 @click.option(
     "--nodes",
     type=click.IntRange(min=1),
@@ -91,6 +96,13 @@ def _fail(message: str) -> NoReturn:
     help="How long the full run is (2h): memory still growing at the end of the measured run is extended to it.",
 )
 @click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    help="How many training steps the full run takes: its length at the rate the measured run's steps ran at, "
+    "read from its output (a progress bar, or lines such as 'step 120 loss 2.31'). The time to the limit is "
+    "then also a step.",
+)
+@click.option(
     "--fix",
     "fixes",
     multiple=True,
@@ -103,7 +115,8 @@ def _fail(message: str) -> NoReturn:
 def estimate_cmd(
     command: tuple[str, ...], report: Path | None, job: str | None, state_dir: Path, probe: str | None,
     save: Path | None, ranks: int | None,
-    workers: int | None, nodes: int, limit: str | None, duration: str | None, fixes: tuple[str, ...], fmt: str,
+    workers: int | None, nodes: int, limit: str | None, duration: str | None, steps: int | None,
+    fixes: tuple[str, ...], fmt: str,
 ) -> None:  # fmt: skip
     """Estimate the host memory a job needs at full scale, and with each fix.
 
@@ -128,6 +141,7 @@ def estimate_cmd(
       $ oomwatch run --report r.json -- torchrun --nproc-per-node 2 train.py
       $ oomwatch estimate --report r.json --ranks 8 --workers 6 --limit 500G
       $ oomwatch estimate --probe 90s --ranks 4 --limit 1500M -- torchrun --nproc-per-node 2 train.py
+      $ oomwatch estimate --report r.json --steps 20000 --limit 500G   # a run that grows
     """
     from oomwatch.estimate.inputs import EstimateInputError, from_report
 
@@ -140,6 +154,8 @@ def estimate_cmd(
         _fail(f"a command ({command[0]}) is only run with --probe")
     if save is not None and probe is None:
         _fail("--save goes with --probe")
+    if steps is not None and duration is not None:
+        _fail("give the full run's length once: --duration or --steps")
     limit_bytes = _size(limit, "--limit")
     seconds = _seconds(duration, "--duration")
     try:
@@ -151,7 +167,7 @@ def estimate_cmd(
             recorded = from_report(_probe(command, _seconds(probe, "--probe") or 0.0, save), f"a {probe} probe")
     except EstimateInputError as exc:
         _fail(str(exc))
-    click.echo(_answer(recorded, ranks, workers, nodes, limit_bytes, seconds, fixes, fmt), nl=False)
+    click.echo(_answer(recorded, ranks, workers, nodes, limit_bytes, seconds, steps, fixes, fmt), nl=False)
 
 
 def _read_report(path: Path) -> dict[str, Any]:
@@ -199,7 +215,8 @@ def _probe(command: tuple[str, ...], seconds: float, save: Path | None) -> dict[
         _fail("--probe needs the command to run, after --")
     logging.getLogger("oomwatch.agent").setLevel(logging.ERROR)
     try:
-        result = run_command(command, stop_after=seconds)
+        # the command's own output goes to stderr: stdout holds the estimate alone (JSON a program reads)
+        result = run_command(command, stop_after=seconds, stdout=sys.stderr.buffer)
     except FileNotFoundError as exc:
         click.echo(f"oomwatch: {exc}", err=True)
         sys.exit(127)
@@ -211,32 +228,42 @@ def _probe(command: tuple[str, ...], seconds: float, save: Path | None) -> dict[
 
 
 def _answer(recorded: Any, ranks: int | None, workers: int | None, nodes: int, limit: int | None,
-            seconds: float | None, fixes: tuple[str, ...], fmt: str) -> str:  # fmt: skip
+            seconds: float | None, steps: int | None, fixes: tuple[str, ...], fmt: str) -> str:  # fmt: skip
     from oomwatch.estimate.fixes import FIXES, fixed_models, seen_mechanisms
     from oomwatch.estimate.model import build
     from oomwatch.estimate.project import Scale, WhatIf, project
+    from oomwatch.estimate.steps import clock
     from oomwatch.render import estimate as render
     from oomwatch.render.layout import output_width
 
     unknown = [f for f in fixes if f not in FIXES]
     if unknown:
         _fail(f"--fix {unknown[0]}: no fix modelled for it (one of: {', '.join(FIXES)})")
-    model = build(recorded.traces, recorded.job)
+    ticks = clock(recorded.progress, recorded.started)
+    model = build(recorded.traces, recorded.job, ticks)
+    if steps is not None:
+        if ticks is None:
+            _fail(
+                f"--steps: {recorded.source} shows no training step counter that rose (a progress bar, or lines "
+                "such as 'step 120 loss 2.31', in the run's output): give the full run's length with --duration"
+            )
+        seconds = ticks.seconds_at(steps)
     scale = Scale(
         ranks=ranks or model.ranks,
         workers=workers if workers is not None else round(model.workers_per_rank),
         nodes=nodes,
         seconds=seconds,
+        steps=steps,
     )
-    projection = project(model, scale, limit)
+    projection = project(model, scale, limit, ticks)
     what_ifs = [
-        WhatIf(cause, change, project(fixed, scale, limit), assumption)
+        WhatIf(cause, change, project(fixed, scale, limit, ticks), assumption)
         for cause, change, fixed, assumption in fixed_models(
             model, (*(recorded.causes or seen_mechanisms(model)), *fixes)
         )
     ]
     if fmt == "json":
-        return render.render_json(model, projection, what_ifs, recorded.source)
+        return render.render_json(model, projection, what_ifs, recorded.source, ticks)
     if fmt == "markdown":
-        return render.render_markdown(model, projection, what_ifs, recorded.source)
-    return render.render_text(model, projection, what_ifs, recorded.source, output_width(sys.stdout))
+        return render.render_markdown(model, projection, what_ifs, recorded.source, ticks)
+    return render.render_text(model, projection, what_ifs, recorded.source, output_width(sys.stdout), ticks)

@@ -24,7 +24,8 @@ FIXES: dict[str, str] = {
     "per_rank_copy": "memory-mapped data (datasets: load_from_disk(path) without keep_in_memory=True; checkpoints: "
     "torch.load(..., mmap=True))",
     "cow_refcount_defeat": "numpy / Arrow / tensor storage instead of Python objects in the dataset",
-    "unbounded_cache": "a bounded cache (functools.lru_cache(maxsize=N) or none)",
+    "unbounded_cache": "a bounded cache (functools.lru_cache(maxsize=N) or none), floats instead of tensors "
+    "kept across steps",
     "manager_cache": "no multiprocessing.Manager() cache",
     "pin_memory_prefetch": "a smaller prefetch_factor",
 }
@@ -32,7 +33,7 @@ FIXES: dict[str, str] = {
 
 def _settle(role: Role, level: float) -> Role:
     return replace(role, peak=level, low=min(role.low, level), high=level, start=min(role.start, level), growth=0.0,
-                   settled=True)  # fmt: skip
+                   settled=True, split=False, by_epoch=(), per_step=None)  # fmt: skip
 
 
 def _shared_copy(model: Model) -> tuple[Model, str]:
@@ -59,6 +60,12 @@ def _shared_copy(model: Model) -> tuple[Model, str]:
                    "the page cache, shared and reclaimable")  # fmt: skip
 
 
+def _before(role: Role) -> float:
+    """A role's level without what it accumulates: where it stood when the run's first step was counted (what it
+    loaded and built is in; what it kept of each step is not), else where its steady growth began."""
+    return role.at_first_step if role.at_first_step is not None else role.before_growth
+
+
 def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
     """The fix that stops growth: each role named stays at its start, or where its steady growth began."""
 
@@ -68,9 +75,10 @@ def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
         said = []
         for n in changed:
             r = roles[n]
-            level = r.start if levels[n] == "start" else r.before_growth
+            level = r.start if levels[n] == "start" else _before(r)
             roles[n] = _settle(r, min(r.peak, level))  # a fix never makes a process larger than it was
             said.append(f"each {n} " + ("stays at its first sample's size" if levels[n] == "start"
+                                        else "stays where it stood at the first step" if r.at_first_step is not None
                                         else "stays where its steady growth began"))  # fmt: skip
         if not changed:
             return model, f"no {' or '.join(levels)} in this run"
@@ -129,6 +137,7 @@ _APPLY: dict[str, Callable[[Model], tuple[Model, str]]] = {
 SEEN_GROWTH = 32 << 20  # bytes a role's private set must grow by for its mechanism to be named from the samples
 SEEN_COPY = 128 << 20  # bytes a rank must have read (and kept) for a per-rank copy (imports read tens of MiB)
 COPY_SHARE = 0.5  # ...and at least this share of its private growth
+CACHE_ALLOCATED = 0.5  # a worker whose growth is at least this share new memory fills a cache
 
 
 def seen_mechanisms(model: Model) -> list[str]:
@@ -142,12 +151,19 @@ def seen_mechanisms(model: Model) -> list[str]:
         out.append("per_rank_copy")
     worker = model.roles.get("dataloader_worker")
     if worker is not None and worker.peak - worker.start >= SEEN_GROWTH:
-        out.append("unbounded_cache" if worker.split else "cow_refcount_defeat")
+        # new memory (its RSS rose with it): a cache; else pages un-shared from its parent: copy-on-write
+        out.append("unbounded_cache" if worker.allocated >= CACHE_ALLOCATED else "cow_refcount_defeat")
     manager = model.roles.get("manager")
     if manager is not None and manager.peak - manager.start >= SEEN_GROWTH:
         out.append("manager_cache")
-    # a rank's own growth is not named from the samples: they cannot tell an accumulation from a rank building
-    # its model and optimizer (measured: the accumulation's fix, named so, was 27% under and said "fits" wrongly)
+    # a rank's own growth is named only when the run's steps are known: without them the samples cannot tell an
+    # accumulation from a rank building its model and optimizer (measured: the accumulation's fix, named so, was
+    # 27% under and said "fits" wrongly); with them, a rank that kept growing over its later steps, or grew after
+    # its last (an evaluation collecting its outputs), keeps something of each step
+    if rank is not None and rank.at_first_step is not None:
+        over_steps = (rank.per_step or 0.0) > 0
+        if (over_steps or rank.after_steps >= SEEN_GROWTH) and rank.peak - rank.at_first_step >= SEEN_GROWTH:
+            out.append("unbounded_cache")
     return list(dict.fromkeys(out))
 
 

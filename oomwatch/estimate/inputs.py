@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from oomwatch.engine.progress import Progress
 from oomwatch.estimate.model import JobPoint, Point, Trace, traces_from_rows
 
 
@@ -22,6 +23,12 @@ class Recorded:
     source: str  # what it came from, in words
     ended: str | None = None  # how the run ended, when known ("exit 0", "killed by SIGKILL", "stopped")
     limit: int | None = None  # the job cgroup's limit during the run, when it had one
+    progress: Progress | None = None  # the training loop's step counter its output showed, when it had one
+
+    @property
+    def started(self) -> float:
+        """The time of the run's first sample."""
+        return min((p.time for t in self.traces for p in t.points), default=0.0)
 
 
 def _int(value: Any) -> int | None:
@@ -66,7 +73,21 @@ def from_report(doc: Mapping[str, Any], source: str) -> Recorded:
     ended = None
     if isinstance(rc, int):
         ended = f"exit {rc}" if rc >= 0 else f"killed by signal {-rc}"
-    return Recorded(traces, job, causes, source, ended, limit)
+    return Recorded(traces, job, causes, source, ended, limit, _progress(doc.get("progress")))
+
+
+def _progress(raw: Any) -> Progress | None:
+    """A run report's ``progress`` (the step counter: ``points`` of [time, steps done]), when it holds one."""
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("points"), list):
+        return None
+    points = sorted(
+        (float(pt[0]), int(pt[1]))
+        for pt in raw["points"]
+        if isinstance(pt, list) and len(pt) == 2 and isinstance(pt[0], (int, float)) and _int(pt[1]) is not None
+    )
+    if not points:
+        return None
+    return Progress(tuple(points), _int(raw.get("total")), str(raw.get("rule") or ""), _int(raw.get("restarts")) or 0)
 
 
 def from_history(rows: Iterable[Any], cgroup_rows: Iterable[Any], source: str) -> Recorded:

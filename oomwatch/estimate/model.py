@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomwatch.engine.fit import fit
+from oomwatch.estimate.steps import StepClock
 
 ROLES = ("launcher", "rank", "dataloader_worker", "manager", "other")
 STEP_WINDOW = 2.0  # seconds: the steepest climb over this long is a process's step up (its load)
@@ -25,10 +26,10 @@ MIN_GROWTH_SPAN = 2.0  # seconds they span, at least
 # anonymous memory in the job's cgroup at its first sample that no process of the job held: more, and the cgroup
 # is shared with other programs (the figures are then the processes' own)
 FOREIGN_ANON = 64 << 20
-SPLIT_ALLOCATED = 0.5  # workers whose growth is at least this share new memory split the data among them
-FILLING = 0.5  # ...when it was still taking it past this share of its life (a cache, not a buffer)
+FILLING = 0.5  # a process still growing past this share of its life grows with the samples it loads
 KNEE_RATE = 0.5  # a climb goes on back in time while it rises at least this share of its rate
 ALIVE_SLACK = 1.0  # seconds: a process sampled this near the job's peak was alive then
+EPOCH_MARKS = 20  # a process's private set is kept at each 1/EPOCH_MARKS of the first epoch
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,12 @@ class ProcessModel:
     before_growth: int = 0  # its private set when its steady growth to the end began (its level without it)
     climb_read: int | None = None  # bytes it read from its climb's start to its peak (None: not known)
     own: int | None = None  # a forked worker: what it allocated itself (beyond the pages its parent shares with it)
+    per_step: float | None = None  # bytes its private set grew by each training step (None: no steps known)
+    epochs: int = 1  # the run's epochs it lived through (1 when the epochs are not known)
+    at_first_step: int | None = None  # its private set when the run's first step was counted (None: not known)
+    after_steps: int = 0  # what it grew by after the run's last step was counted (an evaluation that collects)
+    by_epoch: tuple[int, ...] = ()  # its private set as the first epoch went on: at 0, 1/EPOCH_MARKS, ... of it
+    # done, as far as it was sampled then (empty: the steps of an epoch are not known)
 
 
 @dataclass(frozen=True)
@@ -136,16 +143,22 @@ class Role:
     start: float  # median private set at the first sample
     growth: float  # median growth, bytes per second
     settled: bool  # all of them had stopped growing
-    # workers (or managers) whose growth is new memory taken over their life (a cache of the data they load): the
-    # data is split among them, so more of them each hold less of it (workers: among a rank's workers; both:
-    # among the ranks, as a DistributedSampler gives each rank its share); copy-on-write growth (each worker
-    # un-shares its parent's pages) is not split
+    # workers (or managers) that grew with the samples they loaded (a cache of them, or large per-sample objects
+    # a worker un-shares): the data is split among them, so more of them each hold less of it (workers: among a
+    # rank's workers; both: among the ranks, as a DistributedSampler gives each rank its share); a size reached
+    # early (a buffer, or pages of small objects un-shared at once) is not split
     split: bool = False
     read: float | None = None  # median bytes each read from files over the run (None: not known)
     before_growth: float = 0.0  # median level before their steady growth to the end
     climb_read: float | None = None  # median bytes each read while climbing to its peak (None: not known)
     own: float | None = None  # workers: median memory each allocated itself (the rest of their private set is
     # pages un-shared from their parent, copy-on-write)
+    per_step: float | None = None  # median growth per training step, when the run printed its steps
+    epochs: int = 1  # median epochs each lived through (a worker kept over epochs holds more of the data)
+    allocated: float = 0.0  # median share of their growth that was new memory (not pages un-shared)
+    at_first_step: float | None = None  # median private set when the first step was counted (None: not known)
+    after_steps: float = 0.0  # median growth after the last step was counted
+    by_epoch: tuple[float, ...] = ()  # median private set as the first epoch went on (see ProcessModel)
 
 
 @dataclass(frozen=True)
@@ -153,7 +166,7 @@ class Model:
     roles: dict[str, Role]
     processes: tuple[ProcessModel, ...]
     ranks: int  # ranks seen
-    workers_per_rank: float  # DataLoader workers seen per rank (or per main process)
+    workers_per_rank: float  # DataLoader workers alive together per rank (or per main process)
     shared_unreclaimable: int  # once per node: anonymous or shmem pages no single process holds privately
     page_cache: int  # once per node: the cgroup's page cache beyond the processes' own pages (reclaimable)
     measured_peak: int  # the run's peak: the cgroup's usage when it had one, else the sum of PSS
@@ -191,9 +204,12 @@ def role_of(trace: Trace) -> str:
     return trace.role if trace.role in ROLES else "other"
 
 
-def process_model(trace: Trace, peak_time: float | None = None, parent: Trace | None = None) -> ProcessModel | None:
+def process_model(
+    trace: Trace, peak_time: float | None = None, parent: Trace | None = None, steps: StepClock | None = None
+) -> ProcessModel | None:
     """One process's model; ``peak_time``: when the job held the most (its private set then is kept);
-    ``parent``: a DataLoader worker's parent (the process it was forked from), when known."""
+    ``parent``: a DataLoader worker's parent (the process it was forked from), when known; ``steps``: the run's
+    step clock (its growth is then also per step)."""
     series = trace.private()
     if not series:
         return None
@@ -201,16 +217,69 @@ def process_model(trace: Trace, peak_time: float | None = None, parent: Trace | 
     peak = max(values)
     base, step = _step(series)
     growth, settled = _growth(series, peak)
+    per_step = _per_step(series, steps) if steps is not None else None
+    if steps is not None and per_step is not None:  # the growth while it stepped (not diluted by start and end)
+        growth, settled = per_step * steps.rate, per_step <= 0
     at_peak = None
     if peak_time is not None and series[0][0] <= peak_time + ALIVE_SLACK and series[-1][0] >= peak_time - ALIVE_SLACK:
         at_peak = min(series, key=lambda tv: abs(tv[0] - peak_time))[1]
     k = _climb_start(series)
     peak_at = series[values.index(peak)][0]
-    own = _own(trace, parent, peak) if role_of(trace) == "dataloader_worker" else None
+    own = _own(trace, parent, peak, steps) if role_of(trace) == "dataloader_worker" else None
+    epochs = steps.epochs_between(series[0][0] - steps.started, series[-1][0] - steps.started) if steps else 1
+    first_step, after = _around_steps(series, steps) if steps is not None else (None, 0)
+    by_epoch = _by_epoch(series, steps) if steps is not None else ()
     return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step, peak, values[-1],
                         growth, settled, at_peak, trace.read(), _allocated(trace, values[0], peak),
                         _filled_at(series, values[0], peak), values[k],
-                        _read_between(trace, series[k][0], peak_at), own)  # fmt: skip
+                        _read_between(trace, series[k][0], peak_at), own, per_step, epochs, first_step,
+                        after, by_epoch)  # fmt: skip
+
+
+def _by_epoch(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[int, ...]:
+    """Its private set at each 1/EPOCH_MARKS of the run's first epoch done, as far as it was sampled: what a
+    process that loads a part of the data holds when it has loaded that part (interpolated between samples)."""
+    done = [(steps.first_epoch_done(t - steps.started), v) for t, v in series]
+    known = [(x, v) for x, v in done if x is not None]
+    if len(known) < MIN_GROWTH_POINTS:
+        return ()
+    out = []
+    for i in range(EPOCH_MARKS + 1):
+        mark = i / EPOCH_MARKS
+        after = next((j for j, (x, _) in enumerate(known) if x >= mark), None)
+        if after is None:
+            break
+        if after == 0 or known[after][0] == mark:
+            out.append(known[after][1] if after else known[0][1])
+            continue
+        (x0, v0), (x1, v1) = known[after - 1], known[after]
+        out.append(round(v0 + (v1 - v0) * (mark - x0) / (x1 - x0)) if x1 > x0 else v1)
+    return tuple(out)
+
+
+def _around_steps(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[int | None, int]:
+    """(its private set when the first step was counted, what it grew by after the last one), when it lived then."""
+    at = [(abs(t - steps.started - steps.first[0]), v) for t, v in series]
+    first = min(at)[1] if at and min(at)[0] <= ALIVE_SLACK else None
+    before = [v for t, v in series if t - steps.started <= steps.last[0]]
+    later = [v for t, v in series if t - steps.started > steps.last[0]]
+    return first, max(0, max(later) - before[-1]) if before and later else 0
+
+
+def _per_step(series: Sequence[tuple[float, int]], steps: StepClock) -> float | None:
+    """Bytes its private set grew by per step over the later half of the steps (after any warm-up), from a
+    line through (step, private bytes); None when it was not sampled over enough of them. Growing less than
+    SETTLED_SHARE of its size over those steps is no growth."""
+    mid = (steps.first[0] + steps.last[0]) / 2
+    during = [(steps.step_at(t - steps.started), v) for t, v in series if mid <= t - steps.started <= steps.last[0]]
+    if len(during) < MIN_GROWTH_POINTS or during[-1][0] - during[0][0] <= 0:
+        return None
+    line = fit([(n, float(v)) for n, v in during])
+    if line is None:
+        return None
+    slope = line[0]
+    rise = slope * (during[-1][0] - during[0][0])
+    return slope if slope > 0 and rise > SETTLED_SHARE * max(v for _, v in during) else 0.0
 
 
 def _read_between(trace: Trace, start: float, end: float) -> int | None:
@@ -224,12 +293,12 @@ def _read_between(trace: Trace, start: float, end: float) -> int | None:
     return max(0, until[-1] - before[-1])
 
 
-def _own(worker: Trace, parent: Trace | None, peak: int) -> int:
+def _own(worker: Trace, parent: Trace | None, peak: int, steps: StepClock | None = None) -> int:
     """What a forked worker allocated itself. Forked, it maps its parent's anonymous pages (shared until one of
     them writes a page): its anonymous memory beyond its parent's at its first sample is its own, the rest of
     its private set is pages it un-shared (copy-on-write). Without a known parent: its anonymous memory's rise
-    over its life. A first private reading taken before it had grown to half its peak is its own too (sampled
-    early, before it touched its parent's objects)."""
+    over its life. Its first private reading is its own too when it was taken before it loaded any sample:
+    before the run's first step was counted, or, with no steps known, before it had grown to half its peak."""
     anon = [(p.time, p.anon) for p in worker.points if p.anon is not None]
     if not anon:
         return 0
@@ -241,21 +310,25 @@ def _own(worker: Trace, parent: Trace | None, peak: int) -> int:
         own = max(0, top - then)
     else:
         own = max(0, top - first_anon)
-    first_uss = next((p.uss for p in worker.points if p.uss is not None), None)
-    if first_uss is not None and first_uss <= peak / 2:
-        own = max(own, first_uss)
+    first = next(((p.time, p.uss) for p in worker.points if p.uss is not None), None)
+    if first is not None and first[1] is not None:
+        early = (first[0] - steps.started <= steps.first[0]) if steps is not None else first[1] <= peak / 2
+        if early:
+            own = max(own, first[1])
     return min(own, peak)
 
 
-def _median_known(values: Iterable[int | None]) -> float | None:
+def _median_known(values: Iterable[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return float(statistics.median(known)) if known else None
 
 
-def _gradual_allocation(m: ProcessModel) -> bool:
-    """New memory taken over the process's life (a cache of the data it loads), not at its start (a buffer), and
-    not pages un-shared from a parent."""
-    return m.peak > m.start and m.allocated >= SPLIT_ALLOCATED and m.filled_at >= FILLING
+def _with_its_samples(m: ProcessModel) -> bool:
+    """Whether it grew with the samples it loaded: still growing late in its life (past FILLING of it), as a
+    cache of the data grows, or the pages of large per-sample objects a forked worker un-shares one by one.
+    One that reached its size early took a buffer at its start, or un-shared pages each holding many small
+    objects (touching a few of them un-shares every page): it holds that whatever its share of the data."""
+    return m.peak > m.start and m.filled_at >= FILLING
 
 
 def _climb_start(series: Sequence[tuple[float, int]]) -> int:
@@ -322,15 +395,16 @@ def _growth(series: Sequence[tuple[float, int]], peak: int) -> tuple[float, bool
     return (0.0 if settled else slope), settled
 
 
-def build(traces: Sequence[Trace], job: Sequence[JobPoint] = ()) -> Model:
-    """The model of one run: ``traces`` of its processes, ``job`` the samples of its own memory cgroup."""
+def build(traces: Sequence[Trace], job: Sequence[JobPoint] = (), steps: StepClock | None = None) -> Model:
+    """The model of one run: ``traces`` of its processes, ``job`` the samples of its own memory cgroup,
+    ``steps`` its step clock when its output showed one."""
     shared, cache, peak, needed, basis, notes, peak_time, shmem = _once(traces, job)
-    procs = [m for m in (process_model(t, peak_time, _parent(t, traces)) for t in traces) if m is not None]
+    procs = [m for m in (process_model(t, peak_time, _parent(t, traces), steps) for t in traces) if m is not None]
     by_role: dict[str, list[ProcessModel]] = {}
     for m in procs:
         by_role.setdefault(m.role, []).append(m)
     ranks = len(by_role.get("rank", ())) or 1
-    workers = len(by_role.get("dataloader_worker", ()))
+    workers = _together(t for t in traces if role_of(t) == "dataloader_worker")
     roles = {name: _role(name, members, ranks) for name, members in by_role.items()}
     times = [p.time for t in traces for p in t.points]
     seconds = max(times) - min(times) if times else 0.0
@@ -338,6 +412,17 @@ def build(traces: Sequence[Trace], job: Sequence[JobPoint] = ()) -> Model:
     families = max(0, shared - shmem) if workers else 0
     return Model(roles, tuple(procs), ranks, workers / ranks, shared, cache, peak, needed, seconds, basis, notes,
                  _batches(traces, job, shared), families)  # fmt: skip
+
+
+def _together(workers: Iterable[Trace]) -> int:
+    """The most DataLoader workers alive at one time: a job's loaders (training, validation) that run one after
+    the other add no workers to its peak."""
+    edges = sorted(e for t in workers if t.points for e in ((t.points[0].time, 1), (t.points[-1].time, -1)))
+    alive = most = 0
+    for _, step in edges:  # at one time, an end (-1) before a start: one worker handing on to the next
+        alive += step
+        most = max(most, alive)
+    return most
 
 
 def _parent(trace: Trace, traces: Sequence[Trace]) -> Trace | None:
@@ -376,12 +461,24 @@ def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
         start=float(statistics.median(m.start for m in members)),
         growth=float(statistics.median(m.growth for m in members)),
         settled=all(m.settled for m in members),
-        split=name in ("dataloader_worker", "manager") and all(_gradual_allocation(m) for m in members),
+        split=name in ("dataloader_worker", "manager") and all(_with_its_samples(m) for m in members),
         read=_median_known(m.read for m in members),
         before_growth=float(statistics.median(m.before_growth for m in members)),
         climb_read=_median_known(m.climb_read for m in members),
         own=_median_known(m.own for m in members),
+        per_step=_median_known(m.per_step for m in members),
+        epochs=round(statistics.median(m.epochs for m in members)),
+        allocated=float(statistics.median(m.allocated for m in members)),
+        at_first_step=_median_known(m.at_first_step for m in members),
+        after_steps=float(statistics.median(m.after_steps for m in members)),
+        by_epoch=_median_marks([m.by_epoch for m in members]),
     )  # fmt: skip
+
+
+def _median_marks(curves: Sequence[tuple[int, ...]]) -> tuple[float, ...]:
+    """The median at each mark every one of them reached."""
+    reached = min((len(c) for c in curves), default=0)
+    return tuple(float(statistics.median(c[i] for c in curves)) for i in range(reached))
 
 
 def _once(

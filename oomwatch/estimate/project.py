@@ -13,7 +13,8 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from oomwatch.estimate.model import Model, Role
+from oomwatch.estimate.model import EPOCH_MARKS, Model, Role
+from oomwatch.estimate.steps import StepClock
 
 SHORT_PROBE = 30.0  # seconds: a shorter run widens the interval
 SHORT_WIDEN = 0.10  # by this share each side
@@ -27,6 +28,7 @@ class Scale:
     workers: int  # DataLoader workers per rank
     nodes: int = 1
     seconds: float | None = None  # how long the full run is; None: as long as the probe
+    steps: int | None = None  # the full run's steps, when its length was asked for in steps
 
     @property
     def ranks_per_node(self) -> int:
@@ -55,6 +57,7 @@ class Projection:
     verdict: str | None = None  # "fits", "tight", "over" (against the limit)
     seconds_to_limit: float | None = None  # when it grows past the limit during the run
     assumptions: tuple[str, ...] = ()
+    step_at_limit: float | None = None  # the step it is at then, when the run printed its steps
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,12 @@ class WhatIf:
     change: str  # the fix, in words
     projection: Projection
     assumption: str = ""  # what the fix's model takes for granted
+
+
+def coverage(slots: float, epochs: int) -> float:
+    """The share of the data one of ``slots`` processes loads over ``epochs``, when each epoch deals the samples
+    out at random among them (a shuffling sampler): 1 - (1 - 1/slots)^epochs."""
+    return 1.0 - (1.0 - 1.0 / slots) ** max(1, epochs) if slots >= 1 else 1.0
 
 
 def count(role: Role, model: Model, scale: Scale) -> int:
@@ -75,42 +84,67 @@ def count(role: Role, model: Model, scale: Scale) -> int:
     return role.seen
 
 
-def _each(role: Role, model: Model, scale: Scale) -> tuple[float, float, float]:
-    """(peak, low, high) bytes of one process of ``role`` over the full run."""
-    share = 1.0
+def _each(role: Role, model: Model, scale: Scale, steps: StepClock | None = None) -> tuple[float, float, float]:
+    """(peak, low, high) bytes of one process of ``role`` over the full run (a growth goes on from the end of
+    the measured run, or from its last step when its steps are known)."""
+    share, curve = 1.0, None
     if role.split:  # the data they load, split among more (or fewer) of them
-        share = model.ranks / max(1, scale.ranks)  # each rank's share of the data (a DistributedSampler's)
+        # each rank's share of the data (a DistributedSampler's), and each worker's of its rank's
+        measured, asked = float(model.ranks), float(max(1, scale.ranks))
         if role.role == "dataloader_worker":
-            share = share * model.workers_per_rank / scale.workers if scale.workers > 0 else 1.0
+            measured, asked = measured * model.workers_per_rank, asked * scale.workers
+        share = coverage(asked, role.epochs) / coverage(measured, role.epochs) if asked > 0 and measured > 0 else 1.0
+        if role.epochs == 1 and 0 < measured < asked:
+            curve = _along_epoch(role, measured / asked)
     extra = 0.0
     if scale.seconds is not None and role.growth > 0:
-        extra = role.growth * share * max(0.0, scale.seconds - model.seconds)
+        extra = role.growth * share * max(0.0, scale.seconds - _grown_until(model, steps))
     widen = GROWING_WIDEN * extra if not role.settled else 0.0
 
     def scaled(value: float) -> float:
         return role.start + max(0.0, value - role.start) * share
 
+    if curve is not None:  # each holds what one measured held when it had loaded that share of its data
+        ratio = curve / role.peak if role.peak > 0 else 1.0
+        return curve + extra, role.low * ratio + extra - widen, role.high * ratio + extra + widen
     return scaled(role.peak) + extra, scaled(role.low) + extra - widen, scaled(role.high) + extra + widen
 
 
-def project(model: Model, scale: Scale, limit: int | None = None) -> Projection:
+def _along_epoch(role: Role, part: float) -> float | None:
+    """What one of ``role`` held when ``part`` of the first epoch was done (its data loaded that far), read off
+    its curve over the epoch; None when it was not sampled that far into it."""
+    marks = role.by_epoch
+    at = part * EPOCH_MARKS
+    i = int(at)
+    if i + 1 >= len(marks):
+        return marks[i] if i < len(marks) and at == i else None
+    return marks[i] + (marks[i + 1] - marks[i]) * (at - i)
+
+
+def project(model: Model, scale: Scale, limit: int | None = None, steps: StepClock | None = None) -> Projection:
+    """``model`` at ``scale``, against ``limit``; ``steps``: the run's step clock (the limit is then a step too)."""
     shared = _shared(model, scale)
     shares, needed, low, high = [], shared, 0.0, 0.0
     low = high = needed
     for name, role in sorted(model.roles.items()):
         n = count(role, model, scale)
-        each, lo, hi = _each(role, model, scale)
+        each, lo, hi = _each(role, model, scale, steps)
         shares.append(Share(name, n, each, n * each))
         needed += n * each
         low += n * max(0.0, lo)
         high += n * hi
-    assumptions = list(_assumptions(model, scale))
+    assumptions = list(_assumptions(model, scale, steps))
     if model.seconds < SHORT_PROBE:
         low, high = low * (1 - SHORT_WIDEN), high * (1 + SHORT_WIDEN)
     p = Projection(scale, needed, min(low, needed), max(high, needed), needed + model.page_cache, tuple(shares),
                    shared, float(model.page_cache), limit,
                    assumptions=tuple(assumptions))  # fmt: skip
-    return _against(p, model, scale) if limit else p
+    if not limit:
+        return p
+    p = _against(p, model, scale, steps)
+    if steps is not None and p.seconds_to_limit is not None:
+        p = replace(p, step_at_limit=max(0.0, steps.step_at(p.seconds_to_limit)))
+    return p
 
 
 def _shared(model: Model, scale: Scale) -> float:
@@ -127,25 +161,30 @@ def _shared(model: Model, scale: Scale) -> float:
     return max(0.0, shared)
 
 
-def _against(p: Projection, model: Model, scale: Scale) -> Projection:
+def _grown_until(model: Model, steps: StepClock | None) -> float:
+    """Seconds into the run its growth was measured until: its last step when known, else its end."""
+    return steps.last[0] if steps is not None else model.seconds
+
+
+def _against(p: Projection, model: Model, scale: Scale, steps: StepClock | None = None) -> Projection:
     assert p.limit is not None
+    until = _grown_until(model, steps)
     verdict = "over" if p.needed > p.limit else "tight" if p.high > p.limit * (1 - FIT_MARGIN) else "fits"
     seconds = None
     rate = sum(s.count * model.roles[s.role].growth for s in p.shares)
-    if verdict != "over" and rate > 0:
-        at_start = p.needed - rate * max(0.0, (scale.seconds or model.seconds) - model.seconds)
-        seconds = model.seconds + (p.limit - at_start) / rate if p.limit > at_start else model.seconds
-        if scale.seconds is not None and seconds > scale.seconds:
+    at_start = p.needed - rate * max(0.0, (scale.seconds or until) - until)  # before the extension
+    if rate > 0 and (verdict != "over" or at_start <= p.limit):
+        seconds = until + (p.limit - at_start) / rate if p.limit > at_start else until
+        if verdict != "over" and scale.seconds is not None and seconds > scale.seconds:
             seconds = None
-    elif verdict == "over" and rate > 0:
-        without_growth = p.needed - rate * max(0.0, (scale.seconds or model.seconds) - model.seconds)
-        if without_growth <= p.limit:
-            seconds = model.seconds + (p.limit - without_growth) / rate
     return replace(p, verdict=verdict, seconds_to_limit=seconds)
 
 
-def _assumptions(model: Model, scale: Scale) -> Iterator[str]:
+def _assumptions(model: Model, scale: Scale, steps: StepClock | None) -> Iterator[str]:
     yield "each rank and worker at the larger scale holds what one held here (the same data, batch and model)"
+    if steps is not None and scale.steps is not None and scale.seconds is not None:
+        yield (f"the full run's {scale.steps} steps run at the rate measured here ({steps.rate:.3g} steps/s over "
+               f"steps {steps.first[1]}–{steps.last[1]}): {scale.seconds:.0f} s from the start")  # fmt: skip
     if scale.ranks_per_node > model.ranks or scale.workers > model.workers_per_rank:
         yield "pages shared by the job's processes and the page cache stay one copy per node at the larger scale"
         if model.batches:
@@ -157,9 +196,10 @@ def _assumptions(model: Model, scale: Scale) -> Iterator[str]:
     if any(r.split for r in model.roles.values() if r.role == "dataloader_worker") and scale.workers != round(
         model.workers_per_rank
     ):
-        yield ("the workers' growth is new memory (a cache, batches in flight) for the data they load, split among "
-               f"them: each of {scale.workers} holds {model.workers_per_rank:g}/{scale.workers} of what one "
-               "measured held beyond its start")  # fmt: skip
+        yield ("the workers grew with the samples they loaded (a cache of them, or large per-sample objects un-shared "
+               f"from their parent), split among them: each of {scale.workers} holds {model.workers_per_rank:g}/"
+               f"{scale.workers} of what one measured held beyond its start in an epoch, and over the epochs it "
+               "lived through the share of the data it loaded (dealt out at random each epoch)")  # fmt: skip
     split = sorted(r.role for r in model.roles.values() if r.split)
     if split and scale.ranks != model.ranks:
         yield (f"the data each rank's {' and '.join(split)} cached is its share of the data (as a DistributedSampler "
@@ -168,5 +208,5 @@ def _assumptions(model: Model, scale: Scale) -> Iterator[str]:
     if growing:
         yield (f"{', '.join(sorted(growing))} still grew at the end of the run: "
                + ("the growth is extended to the full run's length" if scale.seconds is not None
-                  else "give the full run's length (--duration) to extend it"))  # fmt: skip
+                  else "give the full run's length (--duration or --steps) to extend it"))  # fmt: skip
     yield from model.notes

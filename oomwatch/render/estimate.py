@@ -10,6 +10,7 @@ from typing import Any
 from oomwatch.engine.sizes import human as _human
 from oomwatch.estimate.model import Model
 from oomwatch.estimate.project import Projection, WhatIf
+from oomwatch.estimate.steps import StepClock
 from oomwatch.render.layout import NOT_A_TERMINAL, table, wrap
 from oomwatch.textsafe import escape_controls, markdown_text
 
@@ -40,10 +41,23 @@ def _fit_line(p: Projection) -> str | None:
     line = f"Against the limit of {human(p.limit)}: {VERDICTS[p.verdict]}"
     if p.seconds_to_limit is not None:
         line += f"; it grows into the limit about {p.seconds_to_limit:.0f} s into the run"
+        if p.step_at_limit is not None:
+            line += f", at about step {p.step_at_limit:.0f}"
+            if p.scale.steps is not None:
+                line += f" of {p.scale.steps}"
     return line + "."
 
 
-def render_text(model: Model, p: Projection, what_ifs: list[WhatIf], source: str, width: int = NOT_A_TERMINAL) -> str:
+def _steps_said(steps: StepClock | None) -> str:
+    if steps is None:
+        return ""
+    return f"; steps {steps.first[1]}–{steps.last[1]} at {steps.rate:.3g} steps/s"
+
+
+def render_text(
+    model: Model, p: Projection, what_ifs: list[WhatIf], source: str, width: int = NOT_A_TERMINAL,
+    steps: StepClock | None = None,
+) -> str:  # fmt: skip
     out = [
         f"HOST MEMORY ESTIMATE for {_scale(p)}, per node",
         "",
@@ -68,14 +82,16 @@ def render_text(model: Model, p: Projection, what_ifs: list[WhatIf], source: str
         out += ["", *wrap(line, width)]
     measured = (f"Measured in {escape_controls(source)} ({model.seconds:.0f} s sampled): {model.ranks} rank(s), "
                 f"{model.workers_per_rank:g} worker(s) a rank; peak {human(model.measured_peak)}, "
-                f"{human(model.measured_needed)} not reclaimable.")  # fmt: skip
+                f"{human(model.measured_needed)} not reclaimable{_steps_said(steps)}.")  # fmt: skip
     out += ["", *wrap(measured, width), "Assumptions:"]
     for a in [*p.assumptions, *(f"{w.cause}: {w.assumption}" for w in what_ifs if w.assumption)]:
         out += wrap(f"- {a}", width, rest="  ")
     return "\n".join(out) + "\n"
 
 
-def render_markdown(model: Model, p: Projection, what_ifs: list[WhatIf], source: str) -> str:
+def render_markdown(
+    model: Model, p: Projection, what_ifs: list[WhatIf], source: str, steps: StepClock | None = None
+) -> str:
     lines = [f"### Host memory estimate: {_scale(p)}, per node", "",
              f"**Needs {human(p.needed)}** not reclaimable (interval {human(p.low)} – {human(p.high)}); "
              f"{human(p.with_cache)} with page cache."]  # fmt: skip
@@ -93,7 +109,8 @@ def render_markdown(model: Model, p: Projection, what_ifs: list[WhatIf], source:
             "",
             f"With the fix for `{w.cause}` ({markdown_text(w.change)}): needs {human(w.projection.needed)}{fits}.",
         ]
-    lines += ["", f"Measured in {markdown_text(source)} ({model.seconds:.0f} s sampled).", "", "Assumptions:", ""]
+    lines += ["", f"Measured in {markdown_text(source)} ({model.seconds:.0f} s sampled{_steps_said(steps)}).", "",
+              "Assumptions:", ""]  # fmt: skip
     lines += [f"- {markdown_text(a)}" for a in p.assumptions]
     return "\n".join(lines) + "\n"
 
@@ -101,7 +118,7 @@ def render_markdown(model: Model, p: Projection, what_ifs: list[WhatIf], source:
 def _projection_json(p: Projection) -> dict[str, Any]:
     return {
         "ranks": p.scale.ranks, "workers": p.scale.workers, "nodes": p.scale.nodes,
-        "duration_seconds": p.scale.seconds,
+        "duration_seconds": p.scale.seconds, "steps": p.scale.steps,
         "needed_bytes": round(p.needed), "low_bytes": round(p.low), "high_bytes": round(p.high),
         "with_cache_bytes": round(p.with_cache), "shared_once_bytes": round(p.shared_once),
         "page_cache_bytes": round(p.page_cache),
@@ -109,11 +126,14 @@ def _projection_json(p: Projection) -> dict[str, Any]:
                     for s in p.shares],
         "limit_bytes": p.limit, "verdict": p.verdict,
         "seconds_to_limit": None if p.seconds_to_limit is None else round(p.seconds_to_limit, 1),
+        "step_at_limit": None if p.step_at_limit is None else round(p.step_at_limit),
         "assumptions": list(p.assumptions),
     }  # fmt: skip
 
 
-def render_json(model: Model, p: Projection, what_ifs: list[WhatIf], source: str) -> str:
+def render_json(
+    model: Model, p: Projection, what_ifs: list[WhatIf], source: str, steps: StepClock | None = None
+) -> str:
     doc = {
         "schema": SCHEMA,
         "source": source,
@@ -124,6 +144,8 @@ def render_json(model: Model, p: Projection, what_ifs: list[WhatIf], source: str
                        "low_bytes": round(r.low), "high_bytes": round(r.high), "step_bytes": round(r.step),
                        "start_bytes": round(r.start), "growth_bytes_per_second": round(r.growth, 1),
                        "settled": r.settled} for _, r in sorted(model.roles.items())],
+            "steps": None if steps is None else {"steps_per_second": round(steps.rate, 4), "first": steps.first[1],
+                                                 "last": steps.last[1], "rule": steps.rule},
         },
         "projection": _projection_json(p),
         "what_if": [{"cause": w.cause, "fix": w.change, "assumption": w.assumption,

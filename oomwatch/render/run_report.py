@@ -11,6 +11,23 @@ from oomwatch.agent.recorder import RunResult, exit_status
 from oomwatch.redact import redact_argv
 from oomwatch.render.diagnosis import RENDERERS
 
+PROGRESS_POINTS = 500  # a step counter's points kept in the report, evenly
+
+
+def _progress(result: RunResult) -> dict[str, object] | None:
+    """The training loop's step counter, as its output showed it: (time, steps done) points, thinned evenly."""
+    p = result.progress
+    if p is None:
+        return None
+    points = list(p.points)
+    if len(points) > PROGRESS_POINTS:
+        keep = {round(i * (len(points) - 1) / (PROGRESS_POINTS - 1)) for i in range(PROGRESS_POINTS)}
+        points = [pt for i, pt in enumerate(points) if i in keep]
+    rate = p.rate()
+    return {"rule": p.rule, "total": p.total, "restarts": p.restarts,
+            "steps_per_second": None if rate is None else round(rate, 4),
+            "points": [[round(t, 3), n] for t, n in points]}  # fmt: skip
+
 
 def run_report(result: RunResult, command: Sequence[str]) -> str:
     """The report of the run of ``command`` (secrets-shaped arguments redacted), as JSON text."""
@@ -35,6 +52,7 @@ def run_report(result: RunResult, command: Sequence[str]) -> str:
             for pid, s in sorted(result.recorder.seen.items())
         ],
         "notes": result.notes,
+        "progress": _progress(result),
     }
     text = json.dumps(doc, indent=2)
     # the samples, compact (thousands of points): still one JSON document

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from oomwatch.agent.sample.discovery import Member, ProcInfo, classify, memory_cgroup_path, pod_uid, snapshot
+from oomwatch.agent.sample.discovery import (
+    Member,
+    ProcInfo,
+    classify,
+    kept_managers,
+    memory_cgroup_path,
+    pod_uid,
+    snapshot,
+)
 from oomwatch.paths import HostPaths
 
 PY = "/usr/bin/python3"
@@ -54,6 +62,22 @@ def test_torchrun_ranks_workers_and_manager():
     assert (m[106].role, m[106].job) == ("other", "r1")  # the resource tracker: in the job, no part of it
     assert (m[107].role, m[107].job) == ("other", "r1")
     assert (m[1].role, m[1].job) == ("other", None) and (m[10].role, m[10].job) == ("other", None)
+
+
+def test_a_manager_stays_one_between_epochs_when_its_workers_are_gone():
+    train = (PY, "-u", "train.py")
+    rank = P(101, 100, "pt_main_thread", *train, env=env(0))
+    manager = P(105, 101, "python3", *train, env=env(0))
+    during = [P(100, 10, "torchrun", PY, "/usr/local/bin/torchrun", "train.py"), rank, manager,
+              P(103, 101, "pt_data_worker", *train, env=env(0))]  # fmt: skip
+    seen: dict[int, int | None] = {}
+    assert kept_managers(by_pid(during), during, seen)[105].role == "manager"
+    between = [p for p in during if p.pid != 103]  # the epoch's workers exited: alone, it reads as a worker
+    assert by_pid(between)[105].role == "dataloader_worker"
+    assert kept_managers(by_pid(between), between, seen)[105].role == "manager"
+    # its pid taken by a new process (another start time): that one is judged afresh
+    reused = [*(p for p in between if p.pid != 105), ProcInfo(105, 101, "python3", train, env(0), None, 999)]
+    assert kept_managers(by_pid(reused), reused, seen)[105].role == "dataloader_worker" and 105 not in seen
 
 
 def test_python_m_torch_distributed_run_and_elastic_agent():

@@ -161,3 +161,24 @@ def test_secrets_in_the_command_line_are_redacted_and_the_report_is_its_owners(t
     assert any("--api-key=<redacted>" in i["file"] for i in doc["diagnosis"]["inputs"]), doc["diagnosis"]["inputs"]
     for where in (text, *shown.values()):
         assert not any(s in where for s in secrets), where
+
+
+def test_a_capture_times_its_lines_in_its_head_and_its_tail(monkeypatch):
+    """Each piece of output is marked with when it came; a line kept in the tail (past the head's bytes, some
+    dropped between) is timed by the bytes written, not by where it sits in what was kept."""
+    import io
+
+    from oomwatch.agent import run as runmod
+
+    monkeypatch.setattr(runmod, "HEAD_BYTES", 20)
+    monkeypatch.setattr(runmod, "TAIL_BYTES", 40)
+    cap = runmod.Capture(io.BytesIO(b""), io.BytesIO())
+    cap.thread.join()
+    clock = iter(range(100, 200))
+    monkeypatch.setattr(runmod.time, "time", lambda: float(next(clock)))
+    for step in range(12):
+        cap._keep(f"step {step} loss 0.{step}\n".encode())
+    timed = cap.timed_lines()
+    assert cap.dropped > 0 and timed[0] == (100.0, "step 0 loss 0.0")
+    assert timed[-1] == (111.0, "step 11 loss 0.11") and timed[-2] == (110.0, "step 10 loss 0.10")
+    assert [t for t, _ in timed] == sorted(t for t, _ in timed)

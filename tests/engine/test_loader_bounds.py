@@ -219,7 +219,7 @@ def test_every_shipped_pattern_passes_the_check() -> None:
     rules = load_rules()
     assert not rules.errors, rules.errors
     patterns = [fp.pattern for fp in rules.fingerprints] + [a.pattern for a in rules.activities]
-    patterns += [s.pattern for s in rules.streams]
+    patterns += [s.pattern for s in rules.streams] + [s.pattern for s in rules.steps]
     patterns += [m.pattern for c in rules.code for m in c.matchers if m.pattern is not None]
     assert len(patterns) > 200
     bad = {p.pattern: backtracking_problems(p.pattern) for p in patterns if backtracking_problems(p.pattern)}

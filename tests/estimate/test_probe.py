@@ -77,6 +77,54 @@ def test_a_probe_of_two_workers_predicts_four(tmp_path: Path):
     assert projection["verdict"] == ("over" if truth > 300 * MIB else "fits")
 
 
+# a training loop that keeps 4 MiB of every step (an accumulation) and logs its step, as training scripts do
+STEPPING = """
+import os, sys, time
+open(os.path.join(sys.argv[1], "cgroup.procs"), "w").write(str(os.getpid()))
+kept = []
+for step in range(int(sys.argv[2])):
+    block = bytearray(4 << 20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    kept.append(block)
+    print(f"epoch 0 step {step} loss {1 / (step + 1):.4f}", flush=True)
+    time.sleep(0.04)
+"""
+
+
+def test_a_probe_that_printed_its_steps_projects_the_full_runs_steps(tmp_path: Path):
+    require_root_cgroup()
+    script = tmp_path / "steps.py"
+    script.write_text(STEPPING)
+    with memory_cgroup(2048 * MIB, name="oomwatch-estimate-steps") as cg:
+        done = run_oomwatch("estimate", "--probe", "3s", "--steps", "150", "--limit", "400M", "-f", "json", "--",
+                            sys.executable, str(script), str(cg), "1000", timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    probe = valid(json.loads(done.stdout))
+    steps = probe["measured"]["steps"]
+    assert steps is not None and steps["rule"] == "step_word" and steps["last"] >= 20
+    projection = probe["projection"]
+    assert projection["steps"] == 150 and any("150 steps" in a for a in projection["assumptions"])
+    # the limit is reached where 4 MiB a step fills what the start left of it
+    assert projection["step_at_limit"] is not None and projection["seconds_to_limit"] is not None
+    with memory_cgroup(2048 * MIB, name="oomwatch-estimate-steps-full") as cg:
+        full = run_oomwatch("run", "-q", "--report", str(tmp_path / "full.json"), "--", sys.executable, str(script),
+                            str(cg), "150", timeout=120)  # fmt: skip
+    assert full.returncode == 0, full.stderr.decode()
+    report = json.loads((tmp_path / "full.json").read_text())
+    truth = max((p[2] or 0) + (p[3] or 0) for p in report["samples"]["cgroup"]["points"])  # anon + shmem
+    assert abs(projection["needed_bytes"] - truth) / truth <= 0.15, (projection["needed_bytes"] / MIB, truth / MIB)
+    # the step the full run crossed 400M at, against the one predicted
+    crossed = next(n for t, n in report["progress"]["points"] if _anon_at(report, t) >= 400 * MIB)
+    assert abs(projection["step_at_limit"] - crossed) <= 0.15 * crossed, (projection["step_at_limit"], crossed)
+
+
+def _anon_at(report: dict, time: float) -> int:
+    points = report["samples"]["cgroup"]["points"]
+    p = min(points, key=lambda pt: abs(pt[0] - time))
+    return (p[2] or 0) + (p[3] or 0)
+
+
 def test_refusals_say_what_to_give(tmp_path: Path):
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"command": ["python"], "processes": []}))
@@ -88,8 +136,19 @@ def test_refusals_say_what_to_give(tmp_path: Path):
         (["--probe", "soon", "--", "true"], "not a duration"),
         (["--report", str(old), "--limit", "lots"], "not a size"),
         (["--report", str(old), "--", "python", "x.py"], "only run with --probe"),
+        (["--report", str(old), "--steps", "10", "--duration", "1h"], "--duration or --steps"),
     ]
     for args, said in cases:
         done = run_oomwatch("estimate", *args)
         assert done.returncode == 2, (args, done.stderr)
         assert said in done.stderr.decode(), (args, done.stderr)
+    # a run whose output showed no step counter cannot be asked for in steps
+    quiet = tmp_path / "quiet.json"
+    points = [[float(i), 100 * MIB, 110 * MIB, 120 * MIB, 100 * MIB, 0] for i in range(10)]
+    quiet.write_text(json.dumps({"samples": {"processes": [{"pid": 1, "role": "rank", "points": points}]}}))
+    done = run_oomwatch("estimate", "--report", str(quiet), "--steps", "100")
+    assert (
+        done.returncode == 2
+        and "no training step counter" in done.stderr.decode()
+        and "--duration" in done.stderr.decode()
+    )

@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oomwatch.agent.sample.process_roles import ProcInfo, assign_roles, is_python
+from oomwatch.agent.sample.process_roles import WORKER_COMMS, ProcInfo, assign_roles, is_python
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone
 from oomwatch.procfs.cgroup import CgroupMembership, read_proc_cgroup
@@ -49,6 +49,27 @@ class Member:
     job: str | None
     rank: int | None  # from RANK; a worker or manager carries the rank it serves
     local_rank: int | None
+
+
+def kept_managers(
+    members: dict[int, Member], infos: Sequence[ProcInfo], managers: dict[int, int | None]
+) -> dict[int, Member]:
+    """A manager stays one: a ``multiprocessing.Manager()`` server is told from a worker only while a sibling
+    is named ``pt_data_worker`` (rule 6), and between epochs a job's non-persistent workers are gone. A process
+    seen as a manager (``managers``: pid -> its start time, updated here) is still one while its comm is not a
+    worker's; a pid reused by a new process (another start time) is not."""
+    started = {i.pid: i.start_time for i in infos}
+    comms = {i.pid: i.comm for i in infos}
+    for pid, start in list(managers.items()):
+        if pid not in started or started[pid] != start:  # gone, or its pid taken by a new process
+            del managers[pid]
+    out = dict(members)
+    for pid, m in members.items():
+        if m.role == "manager":
+            managers[pid] = started.get(pid)
+        elif pid in managers and m.role == "dataloader_worker" and comms.get(pid) not in WORKER_COMMS:
+            out[pid] = dataclasses.replace(m, role="manager")
+    return out
 
 
 def pod_uid(cgroup: str | None) -> str | None:

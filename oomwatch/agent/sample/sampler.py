@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from oomwatch.agent.sample.discovery import Member, classify, memory_cgroup_path
+from oomwatch.agent.sample.discovery import Member, classify, kept_managers, memory_cgroup_path
 from oomwatch.agent.sample.gpu import GpuCollector
 from oomwatch.agent.sample.jobnames import StableJobs
 from oomwatch.agent.sample.memory import CgroupCollector, collect_node
@@ -61,6 +61,7 @@ class Sampler:
         self.cgroups = CgroupCollector(self.paths, self.notices)
         self.gpu = GpuCollector(self.notices) if gpu else None
         self.members: dict[int, Member] = {}
+        self._managers: dict[int, int | None] = {}  # processes seen as managers: pid -> start time
         self.jobs = StableJobs()  # each process keeps the job it was first known by
         self._results: list[CollectorResult] = []
         self._classified = False
@@ -101,7 +102,7 @@ class Sampler:
             changes, self.table.changes = self.table.changes, []
             if not self._classified or any(self._matters(info) for info in changes):
                 infos = sorted((t.info for t in self.table.procs.values()), key=lambda i: i.pid)
-                members = {m.pid: m for m in classify(infos)}
+                members = kept_managers({m.pid: m for m in classify(infos)}, infos, self._managers)
                 self.members = self.jobs.apply(members, {i.pid: i.start_time for i in infos})
                 self._classified = True
                 self.classify_runs += 1

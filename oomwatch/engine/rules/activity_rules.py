@@ -11,6 +11,10 @@ printed last; how a line says which rank printed it; which events mark the failu
         pattern: '^\\[rank (?P<rank>\\d+)\\]'   # or `file:` to match the input's name
         examples: {match: [{text: "[rank 1] step 3", fields: {rank: "1"}}]}
     kill_marks: [sigkill, launcher_failure, ...]
+    steps:
+      - id: step_word                        # a training step counter: `step` captured, `total` if printed
+        pattern: '\\bstep\\s*(?P<step>\\d+)(?:/(?P<total>\\d+))?'
+        examples: {match: [{text: "step 3/10 loss 2.1", fields: {step: "3", total: "10"}}]}
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import regex
 
 ACTIVITY_KEYS = {"id", "title", "pattern", "examples", "__line__"}
 STREAM_KEYS = {"id", "pattern", "file", "flags", "examples", "__line__"}
+STEP_KEYS = {"id", "pattern", "examples", "__line__"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,31 @@ class StreamRule:
             if value is not None and value.isdigit():
                 return int(value)
         return None
+
+
+@dataclass(frozen=True)
+class StepRule:
+    """A training loop's step counter in a line: the step it is at, the steps it counts to when printed (an
+    epoch's, for a bar that starts again each epoch), and the counter's name (what precedes it, digits
+    dropped: two counters in one output are told apart, a rank's prefix is not)."""
+
+    id: str
+    pattern: Any  # regex.Pattern[str] with the groups `step` and, optionally, `total`
+    match: tuple[tuple[str, dict[str, str]], ...]  # (text, the fields it must give)
+    no_match: tuple[str, ...]
+    source: str
+
+    def step(self, text: str) -> tuple[int, int | None, str] | None:
+        """(step, total or None, the counter's name), or None when the line shows no step of this kind."""
+        m = self.pattern.search(text, timeout=0.25)
+        if m is None or not (m.group("step") or "").isdigit():
+            return None
+        groups = m.groupdict()
+        total = groups.get("total")
+        named = groups.get("name")
+        before = named if named is not None else text[: m.start("step")]
+        name = "".join(c for c in before if not c.isdigit()).strip()[-40:]
+        return int(m.group("step")), int(total) if total and total.isdigit() else None, name
 
 
 def _examples(raw: Any, errs: list[str]) -> tuple[list[Any], list[str]]:
@@ -122,6 +152,39 @@ def parse_stream(item: Any, source: str) -> tuple[StreamRule | None, list[str]]:
     if errs:
         return None, errs
     return StreamRule(str(item["id"]), pattern, on_file, tuple(match), tuple(no_match), source), []
+
+
+def parse_step(item: Any, source: str) -> tuple[StepRule | None, list[str]]:
+    if not isinstance(item, dict):
+        return None, ["a step rule must be a mapping"]
+    errs = [f"unknown key {k!r}" for k in sorted(set(item) - STEP_KEYS)]
+    errs += [f"missing required key {k!r}" for k in ("id", "pattern", "examples") if k not in item]
+    if errs:
+        return None, errs
+    pattern = _compile(item["pattern"], regex.IGNORECASE | regex.V0, errs)
+    if pattern is not None and "step" not in pattern.groupindex:
+        errs.append("pattern must capture the step as (?P<step>...)")
+    raw_match, no_match = _examples(item["examples"], errs)
+    match: list[tuple[str, dict[str, str]]] = []
+    for ex in raw_match:
+        if isinstance(ex, dict) and isinstance(ex.get("text"), str) and isinstance(ex.get("fields"), dict):
+            match.append((ex["text"], {str(k): str(v) for k, v in ex["fields"].items() if k != "__line__"}))
+        else:
+            errs.append("each match example is a mapping with `text` and the `fields` it gives (step, total)")
+    if errs:
+        return None, errs
+    return StepRule(str(item["id"]), pattern, tuple(match), tuple(no_match), source), []
+
+
+def check_step_examples(rule: StepRule, clean: Any) -> list[str]:
+    problems = []
+    for text, want in rule.match:
+        got = rule.step(clean(text))
+        fields = {} if got is None else {"step": str(got[0]), **({"total": str(got[1])} if got[1] is not None else {})}
+        if got is None or any(fields.get(k) != v for k, v in want.items()):
+            problems.append(f"match example gives {fields or None}, not {want}: {text!r}")
+    problems += [f"no_match example matches: {t!r}" for t in rule.no_match if rule.step(clean(t)) is not None]
+    return problems
 
 
 def check_activity_examples(act: Activity, clean: Any) -> list[str]:

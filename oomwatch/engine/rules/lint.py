@@ -12,7 +12,7 @@ from oomwatch.engine.code import check_code_examples
 from oomwatch.engine.fact_names import hint_names, known_facts
 from oomwatch.engine.fields import match_fields
 from oomwatch.engine.prefix import strip_prefix
-from oomwatch.engine.rules.activity_rules import check_activity_examples, check_stream_examples
+from oomwatch.engine.rules.activity_rules import check_activity_examples, check_step_examples, check_stream_examples
 from oomwatch.engine.rules.fingerprints import Fingerprint
 from oomwatch.engine.rules.ruleset import RuleError, RuleSet
 from oomwatch.engine.text import clean_text
@@ -66,6 +66,7 @@ def lint(rules: RuleSet) -> list[RuleError]:
         errors.extend(RuleError(file, int(line), f"{fp.id} {fp.name}: {p}") for p in problems)
     checked = [(a.source, a.id, check_activity_examples(a, as_scanned)) for a in rules.activities]
     checked += [(s.source, s.id, check_stream_examples(s, as_scanned)) for s in rules.streams]
+    checked += [(s.source, s.id, check_step_examples(s, as_scanned)) for s in rules.steps]
     for source, rule_id, problems in checked:
         file, _, line = source.rpartition(":")
         errors.extend(RuleError(file, int(line), f"{rule_id}: {p}") for p in problems)

@@ -16,7 +16,7 @@ from typing import Any
 import regex
 
 from oomwatch.engine.readlimit import OversizedFile, read_text_limited
-from oomwatch.engine.rules.activity_rules import parse_activity, parse_stream
+from oomwatch.engine.rules.activity_rules import parse_activity, parse_step, parse_stream
 from oomwatch.engine.rules.cause_rules import parse_cause
 from oomwatch.engine.rules.code_rules import CodeRule, parse_code_rule
 from oomwatch.engine.rules.fingerprints import parse_fingerprint
@@ -207,6 +207,11 @@ def _load_activities(path: Path, rules: RuleSet) -> None:
         rules.errors.append(RuleError(str(path), 1, "`streams` must be a list of stream rules"))
         streams = []
     _add_parsed(path, rules, streams, parse_stream, rules.streams, "streams")
+    steps = doc.get("steps") or []
+    if not isinstance(steps, list):
+        rules.errors.append(RuleError(str(path), 1, "`steps` must be a list of step rules"))
+        steps = []
+    _add_parsed(path, rules, steps, parse_step, rules.steps, "steps")
     marks = doc.get("kill_marks")
     if marks is not None:
         if not isinstance(marks, list) or not all(isinstance(m, str) for m in marks):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from oomwatch.engine.rules.activity_rules import Activity, StreamRule
+    from oomwatch.engine.rules.activity_rules import Activity, StepRule, StreamRule
     from oomwatch.engine.rules.cause_rules import CauseRule
     from oomwatch.engine.rules.code_rules import CodeRule
     from oomwatch.engine.rules.fingerprints import Fingerprint
@@ -52,6 +52,7 @@ class RuleSet:
     causes: list[CauseRule] = field(default_factory=list)
     activities: list[Activity] = field(default_factory=list)
     streams: list[StreamRule] = field(default_factory=list)
+    steps: list[StepRule] = field(default_factory=list)
     kill_marks: set[str] = field(default_factory=set)
     code: list[CodeRule] = field(default_factory=list)
     decide: dict[str, float] = field(default_factory=lambda: {"min_confidence": 0.4, "min_lead": 0.1})

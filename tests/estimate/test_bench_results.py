@@ -1,0 +1,38 @@
+"""The estimator against the committed ground truth (bench/results/estimate_accuracy/: real runs of the seed
+scenarios and of variants another author wrote, and the reports of their small runs): predicted again from
+those reports, it does at least as well as bench/results/estimate_accuracy/README.md says. A change to the
+model that loses a case fails here, not only in the next bench run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+RESULTS = ROOT / "bench" / "results" / "estimate_accuracy"
+
+# set: (bench script, broken within 15%, "fits" right, fixed within 20%) as the README's table says
+DOCUMENTED = {
+    "fast": ("estimate_accuracy.py", 12, 22, 7),
+    "fast-steps": ("estimate_accuracy.py", 11, 22, 8),
+    "heldout-steps": ("estimate_heldout.py", 5, 9, 3),
+    "heldout-workers-steps": ("estimate_heldout_workers.py", 4, 8, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_the_committed_runs_are_predicted_as_documented(name: str, tmp_path: Path):
+    script, broken, fits, fixed = DOCUMENTED[name]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--from", str(RESULTS / name), "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdict = json.loads((tmp_path / "summary.json").read_text())["verdict"]
+    got = (verdict["within_15pct"], verdict["fits_right"], verdict["fixed_within_20pct"])
+    assert all(g >= w for g, w in zip(got, (broken, fits, fixed), strict=True)), got
