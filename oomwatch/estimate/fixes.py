@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from oomwatch.estimate.model import Model, Role
+from oomwatch.engine.fit import fit
+from oomwatch.estimate.model import EPOCH_MARKS, Model, Role
 
 FIXES: dict[str, str] = {
     "keep_in_memory_duplication": "memory-mapped datasets (load_from_disk(path) without keep_in_memory=True)",
@@ -66,8 +67,21 @@ def _before(role: Role) -> float:
     return role.at_first_step if role.at_first_step is not None else role.before_growth
 
 
+def _unloaded(role: Role) -> tuple[float, str]:
+    """A role's level before it had loaded any sample, and how it was found: with its curve over the first epoch
+    known, where the line through its growth over the epoch's first half meets the epoch's start (its first
+    sample may come when it has loaded some already); else its first sample."""
+    marks = [(i / EPOCH_MARKS, v) for i, v in enumerate(role.by_epoch[: EPOCH_MARKS // 2 + 1]) if v is not None]
+    line = fit(marks) if len(marks) >= 3 else None
+    if line is not None and line[0] > 0:
+        level = line[1]
+        return max(0.0, min(role.start, level)), "where its growth over the epoch meets the epoch's start"
+    return role.start, "at its first sample's size"
+
+
 def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
-    """The fix that stops growth: each role named stays at its start, or where its steady growth began."""
+    """The fix that stops growth: each role named stays where it was before it loaded any sample ("start"), or
+    where it stood before it accumulated ("before")."""
 
     def fix(model: Model) -> tuple[Model, str]:
         roles = dict(model.roles)
@@ -75,11 +89,17 @@ def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
         said = []
         for n in changed:
             r = roles[n]
-            level = r.start if levels[n] == "start" else _before(r)
+            if levels[n] == "start":
+                level, how = _unloaded(r)
+            else:
+                level = _before(r)
+                how = (
+                    "where it stood at the first step"
+                    if r.at_first_step is not None
+                    else "where its steady growth began"
+                )
             roles[n] = _settle(r, min(r.peak, level))  # a fix never makes a process larger than it was
-            said.append(f"each {n} " + ("stays at its first sample's size" if levels[n] == "start"
-                                        else "stays where it stood at the first step" if r.at_first_step is not None
-                                        else "stays where its steady growth began"))  # fmt: skip
+            said.append(f"each {n} stays {how} ({min(r.peak, level) / 2**20:.0f} MiB)")
         if not changed:
             return model, f"no {' or '.join(levels)} in this run"
         return replace(model, roles=roles), "; ".join(said)

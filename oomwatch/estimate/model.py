@@ -127,8 +127,8 @@ class ProcessModel:
     epochs: int = 1  # the run's epochs it lived through (1 when the epochs are not known)
     at_first_step: int | None = None  # its private set when the run's first step was counted (None: not known)
     after_steps: int = 0  # what it grew by after the run's last step was counted (an evaluation that collects)
-    by_epoch: tuple[int, ...] = ()  # its private set as the first epoch went on: at 0, 1/EPOCH_MARKS, ... of it
-    # done, as far as it was sampled then (empty: the steps of an epoch are not known)
+    by_epoch: tuple[int | None, ...] = ()  # its private set as the first epoch went on: at 0, 1/EPOCH_MARKS, ...
+    # of it done, as far as it was sampled (None before its first sample; empty: the epoch's steps not known)
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ class Role:
     allocated: float = 0.0  # median share of their growth that was new memory (not pages un-shared)
     at_first_step: float | None = None  # median private set when the first step was counted (None: not known)
     after_steps: float = 0.0  # median growth after the last step was counted
-    by_epoch: tuple[float, ...] = ()  # median private set as the first epoch went on (see ProcessModel)
+    by_epoch: tuple[float | None, ...] = ()  # median private set as the first epoch went on (see ProcessModel)
 
 
 @dataclass(frozen=True)
@@ -236,24 +236,27 @@ def process_model(
                         after, by_epoch)  # fmt: skip
 
 
-def _by_epoch(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[int, ...]:
-    """Its private set at each 1/EPOCH_MARKS of the run's first epoch done, as far as it was sampled: what a
-    process that loads a part of the data holds when it has loaded that part (interpolated between samples)."""
+def _by_epoch(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[int | None, ...]:
+    """Its private set at each 1/EPOCH_MARKS of the run's first epoch done, as far as it was sampled (None at the
+    marks before its first sample): what a process that loads a part of the data holds when it has loaded that
+    part (interpolated between samples)."""
     done = [(steps.first_epoch_done(t - steps.started), v) for t, v in series]
     known = [(x, v) for x, v in done if x is not None]
     if len(known) < MIN_GROWTH_POINTS:
         return ()
-    out = []
+    out: list[int | None] = []
     for i in range(EPOCH_MARKS + 1):
         mark = i / EPOCH_MARKS
         after = next((j for j, (x, _) in enumerate(known) if x >= mark), None)
         if after is None:
             break
-        if after == 0 or known[after][0] == mark:
-            out.append(known[after][1] if after else known[0][1])
-            continue
-        (x0, v0), (x1, v1) = known[after - 1], known[after]
-        out.append(round(v0 + (v1 - v0) * (mark - x0) / (x1 - x0)) if x1 > x0 else v1)
+        if known[after][0] == mark:
+            out.append(known[after][1])
+        elif after == 0:
+            out.append(None)  # not sampled yet
+        else:
+            (x0, v0), (x1, v1) = known[after - 1], known[after]
+            out.append(round(v0 + (v1 - v0) * (mark - x0) / (x1 - x0)))
     return tuple(out)
 
 
@@ -475,10 +478,14 @@ def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
     )  # fmt: skip
 
 
-def _median_marks(curves: Sequence[tuple[int, ...]]) -> tuple[float, ...]:
-    """The median at each mark every one of them reached."""
+def _median_marks(curves: Sequence[tuple[int | None, ...]]) -> tuple[float | None, ...]:
+    """The median at each mark every one of them reached (None where none was sampled yet)."""
     reached = min((len(c) for c in curves), default=0)
-    return tuple(float(statistics.median(c[i] for c in curves)) for i in range(reached))
+    out: list[float | None] = []
+    for i in range(reached):
+        known = [v for c in curves if (v := c[i]) is not None]
+        out.append(float(statistics.median(known)) if known else None)
+    return tuple(out)
 
 
 def _once(

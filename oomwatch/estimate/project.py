@@ -112,13 +112,15 @@ def _each(role: Role, model: Model, scale: Scale, steps: StepClock | None = None
 
 def _along_epoch(role: Role, part: float) -> float | None:
     """What one of ``role`` held when ``part`` of the first epoch was done (its data loaded that far), read off
-    its curve over the epoch; None when it was not sampled that far into it."""
+    its curve over the epoch; None when it was not sampled then."""
     marks = role.by_epoch
     at = part * EPOCH_MARKS
     i = int(at)
-    if i + 1 >= len(marks):
-        return marks[i] if i < len(marks) and at == i else None
-    return marks[i] + (marks[i + 1] - marks[i]) * (at - i)
+    here = marks[i] if i < len(marks) else None
+    if here is None or at == i:
+        return here
+    later = marks[i + 1] if i + 1 < len(marks) else None
+    return None if later is None else here + (later - here) * (at - i)
 
 
 def project(model: Model, scale: Scale, limit: int | None = None, steps: StepClock | None = None) -> Projection:

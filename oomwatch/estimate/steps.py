@@ -22,11 +22,11 @@ class StepClock:
     points: tuple[tuple[float, int], ...] = ()  # (seconds since the first sample, steps done) as counted
 
     def first_epoch_done(self, seconds: float) -> float | None:
-        """How much of the run's first epoch was done at ``seconds`` since its first sample (0 until its first
-        step, 1 at the epoch's end); None past it, or when the steps of an epoch are not known."""
+        """How much of the run's first epoch was done at ``seconds`` since its first sample (the step counted by
+        then over the epoch's steps: 1 at its end); None past it, or when the steps of an epoch are not known."""
         if not self.total:
             return None
-        done = max(0.0, self.counted_at(seconds) - self.first[1]) / self.total
+        done = max(0.0, self.counted_at(seconds)) / self.total  # step n of an epoch of total: n/total of it
         return done if done <= 1.0 else None
 
     def epochs_between(self, start: float, end: float) -> int:

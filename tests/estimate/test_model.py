@@ -246,3 +246,20 @@ def test_with_its_steps_known_a_ranks_accumulation_is_named_and_its_fix_stops_at
     held = r.peak + model.shared_unreclaimable  # at the last counted step
     assert full.needed == pytest.approx(held + (100 - ticks.last[1]) * 8 * MIB, rel=0.01)
     assert full.step_at_limit == pytest.approx(ticks.last[1] + (1024 * MIB - held) / (8 * MIB), rel=0.02)
+
+
+def test_a_bounded_caches_worker_stays_where_its_growth_over_the_epoch_meets_the_epochs_start():
+    """Sampled first when its cache held some already (50 MiB over its 20), it fills 10 MiB a sample over one
+    epoch of 40 steps: with the epoch known, the fix keeps it at 20 MiB, not at its first sample."""
+    main = trace(1, "rank", [300 * MIB] * 40, rank=0)
+    cache = trace(2, "dataloader_worker", [20 * MIB + (i + 3) * 10 * MIB for i in range(36)])
+    bar = Progress(tuple((i * 0.5 - 1.5, i) for i in range(3, 40)), total=40, rule="progress_bar")
+    ticks = clock(bar, 0.0)
+    assert ticks is not None
+    model = build([main, cache], steps=ticks)
+    assert model.roles["dataloader_worker"].start == 50 * MIB
+    ((_, _, fixed, assumption),) = fixed_models(model, ["unbounded_cache"])
+    assert fixed.roles["dataloader_worker"].peak == pytest.approx(20 * MIB, abs=2 * MIB)
+    assert "meets the epoch's start" in assumption
+    ((_, _, unknown, _),) = fixed_models(build([main, cache]), ["unbounded_cache"])
+    assert unknown.roles["dataloader_worker"].peak == 50 * MIB  # without the epoch: its first sample
