@@ -38,6 +38,7 @@ from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Program
 from oomwatch.engine.progress import lines_of, progress
 from oomwatch.engine.rules.loader import load_rules
+from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone
 from oomwatch.procfs.kmsg import KmsgReader, KmsgRecord
@@ -159,9 +160,10 @@ def run_command(
     failed = returncode != 0 or bool(kernel)
     victim = kills[0][0] if kills else None
     program = (read_code_of(code) or _command_code(argv)) if read_code else None
-    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, program) if failed else None
+    rules = load_rules(()) if failed or captures else None
+    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, program, rules) if failed else None
     printed = sorted((line for c in captures for line in c.timed_lines()), key=lambda tl: tl[0])
-    steps = progress(printed, load_rules(()).steps) if printed else None
+    steps = progress(printed, rules.steps) if printed and rules is not None else None
     return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started, steps)
 
 
@@ -273,8 +275,9 @@ def _diagnose(
     rec: Recorder,
     victim: int | None,
     program: Program | None,
+    rules: RuleSet | None = None,
 ) -> Diagnosis:
-    engine = Engine(load_rules(()))
+    engine = Engine(rules if rules is not None else load_rules(()))
     scans = []
     shown = redact_argv(argv)[:3]  # the inputs' names are shown: no secret in them
     name = " ".join(Path(a).name if i < 2 else a for i, a in enumerate(shown))[:40]

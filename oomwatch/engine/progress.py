@@ -31,10 +31,6 @@ class Progress:
     restarts: int = 0  # how many times the counter started again (epochs)
 
     @property
-    def first_step(self) -> int:
-        return self.points[0][1]
-
-    @property
     def last_step(self) -> int:
         return self.points[-1][1]
 
@@ -44,22 +40,6 @@ class Progress:
             return None
         line = fit([(t, float(n)) for t, n in self.points])
         return line[0] if line and line[0] > 0 else None
-
-    def time_at(self, step: float) -> float | None:
-        """When the run reaches ``step`` at the rate measured (from its last point)."""
-        rate = self.rate()
-        if rate is None:
-            return None
-        t, n = self.points[-1]
-        return t + (step - n) / rate
-
-    def step_at(self, time: float) -> float | None:
-        """The step the run is at ``time`` at the rate measured."""
-        rate = self.rate()
-        if rate is None:
-            return None
-        t, n = self.points[-1]
-        return n + (time - t) * rate
 
 
 def progress(lines: Iterable[tuple[float, str]], rules: Sequence[StepRule]) -> Progress | None:
