@@ -109,7 +109,9 @@ def growth_facts(
         share, read = _read_share(victim, points)
         text = (
             f"{who}: {what} {human(v0)} → {human(peak)} (peak) → {human(v1)} over {t1 - t0:.1f} s, "
-            f"{len(points)} samples: {kind}" + (f"; it read {human(read)} meanwhile" if read is not None else "")
+            f"{len(points)} samples: {kind}"
+            + (f" ({victim.estimated} between smaps reads, from its anonymous memory)" if victim.estimated else "")
+            + (f"; it read {human(read)} meanwhile" if read is not None else "")
         )
         facts.update(_numbers(kind, f"{victim.basis} samples", v0, peak, len(points), r2))
         facts["growth.read_share"] = share

@@ -44,8 +44,8 @@ class Evidence:
 @dataclass(frozen=True)
 class LiveProcess:
     """One process of the job as sampled live: its private memory over time (USS when smaps_rollup
-    was read, else anonymous RSS: ``basis``), for the shape of the job (engine.jobshape) and of its
-    growth (engine.growth)."""
+    was read, carried between reads by how its anonymous memory moved; else anonymous RSS: ``basis``),
+    for the shape of the job (engine.jobshape) and of its growth (engine.growth)."""
 
     pid: int
     comm: str
@@ -54,6 +54,7 @@ class LiveProcess:
     basis: str  # "USS" or "anonymous"
     points: tuple[tuple[float, int], ...]  # (wall-clock time, bytes), oldest first
     reads: tuple[tuple[float, int], ...] = ()  # (time, bytes read so far: /proc/PID/io rchar)
+    estimated: int = 0  # of the USS points, those between smaps reads (from how anonymous memory moved)
 
     @property
     def peak(self) -> int:

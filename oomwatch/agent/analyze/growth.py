@@ -1,13 +1,13 @@
-"""Unbounded growth: the victim's private memory (USS, when smaps was read at least 3 times; else its anonymous
-memory) grew steadily (least-squares fit: ``history.victim_growth_bytes``, ``history.victim_growth_r2``,
-``history.victim_growth_basis``); a multiprocessing manager (neither rank nor worker) that grew
-(``history.manager_growth_bytes``)."""
+"""Unbounded growth: the victim's private memory (USS, when smaps was read at least 3 times, carried
+between reads by its anonymous memory; else its anonymous memory) grew steadily (least-squares fit:
+``history.victim_growth_bytes``, ``history.victim_growth_r2``, ``history.victim_growth_basis``); a
+multiprocessing manager (neither rank nor worker) that grew (``history.manager_growth_bytes``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from oomwatch.agent.analyze.series import MIB, EvidenceMap, Facts, Lines, Series, clock, spans, who
+from oomwatch.agent.analyze.series import MIB, EvidenceMap, Facts, Lines, Series, clock, private, spans, who
 from oomwatch.engine.fit import fit
 from oomwatch.engine.sizes import human
 
@@ -15,8 +15,7 @@ from oomwatch.engine.sizes import human
 def victim_growth(victim: Series, facts: Facts, evidence: EvidenceMap, ev: Lines) -> None:
     # its private memory (USS) when smaps was read often enough: a forked worker's anonymous
     # memory starts with what it still shares with its parent, which hides how much it grew
-    uss, anon = victim.known(3), victim.known(2)
-    basis, points = ("USS", uss) if spans(uss) else ("anonymous", anon)
+    basis, points, estimated = private(victim)
     if not spans(points):
         return
     line_fit = fit([(t, float(v)) for t, v in points])
@@ -29,6 +28,7 @@ def victim_growth(victim: Series, facts: Facts, evidence: EvidenceMap, ev: Lines
         ev(
             f"{who(victim)}: {what} {human(points[0][1])} → {human(points[-1][1])} in "
             f"{points[-1][0] - points[0][0]:.1f} s ({clock(points[0][0])}–{clock(points[-1][0])})"
+            + (f"; {estimated} of {len(points)} between smaps reads, from its anonymous memory" if estimated else "")
         ),
     )
 

@@ -94,10 +94,32 @@ def spans(points: list[tuple[float, int]]) -> bool:
     return len(points) >= 3 and points[-1][0] - points[0][0] >= MIN_SPAN
 
 
+def private(s: Series) -> tuple[str, list[tuple[float, int]], int]:
+    """(basis, its private memory over time, how many of those values were estimated). With smaps read
+    at least 3 times over MIN_SPAN: USS at each read and, at the samples between reads (the smaps
+    budget skips processes on a busy node), the latest read's USS plus how much its anonymous memory
+    moved since (a new allocation is private; before the first read, from the first read back). Else
+    its anonymous memory, which for a forked worker starts with what it still shares with its parent."""
+    uss, anon = s.known(3), s.known(2)
+    if not spans(uss):
+        return "anonymous", anon, 0
+    read: tuple[int, int] | None = None  # (USS, anonymous) at the latest read with both
+    first = next(((p[3], p[2]) for p in s.points if isinstance(p[3], int) and isinstance(p[2], int)), None)
+    out: list[tuple[float, int]] = []
+    estimated = 0
+    for t, _, a, u, _ in s.points:
+        if isinstance(u, int):
+            out.append((t, u))
+            if isinstance(a, int):
+                read = (u, a)
+        elif isinstance(a, int) and (read or first) is not None:
+            base_uss, base_anon = read or first  # type: ignore[misc]
+            out.append((t, max(0, base_uss + a - base_anon)))
+            estimated += 1
+    return "USS", out, estimated
+
+
 def live(s: Series) -> LiveProcess:
-    """A process's private memory over time for the engine (its USS when smaps was read at least 3
-    times over MIN_SPAN, else its anonymous memory)."""
-    uss, reads = s.known(3), tuple(s.known(4))
-    if spans(uss):
-        return LiveProcess(s.pid, s.comm, s.role, s.rank, "USS", tuple(uss), reads)
-    return LiveProcess(s.pid, s.comm, s.role, s.rank, "anonymous", tuple(s.known(2)), reads)
+    """A process's private memory over time for the engine (``private``)."""
+    basis, points, estimated = private(s)
+    return LiveProcess(s.pid, s.comm, s.role, s.rank, basis, tuple(points), tuple(s.known(4)), estimated)
