@@ -89,6 +89,19 @@ class CollectorResult:
 
 
 @dataclass(frozen=True)
+class StepMark:
+    """A job's step counter as its output showed it in a tick (agent.steps): which counter (the step rule, its
+    name, what it counts to) and the step it showed."""
+
+    time: float
+    job: str
+    rule: str
+    name: str
+    total: int | None
+    step: int
+
+
+@dataclass(frozen=True)
 class Tick:
     time: float  # wall clock, seconds since the epoch
     duration: float  # seconds the whole tick took
@@ -99,6 +112,7 @@ class Tick:
     collectors: tuple[CollectorResult, ...] = ()
     smaps_spent: float = 0.0  # CPU seconds spent reading smaps_rollup in this tick
     notices: tuple[str, ...] = field(default_factory=tuple)  # new this tick (each said once)
+    steps: tuple[StepMark, ...] = ()  # the jobs' step counters their output showed since the last tick
 
     def jobs(self) -> dict[str, list[ProcessSample]]:
         out: dict[str, list[ProcessSample]] = {}

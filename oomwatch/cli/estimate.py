@@ -99,8 +99,8 @@ def _fail(message: str) -> NoReturn:
     "--steps",
     type=click.IntRange(min=1),
     help="How many training steps the full run takes: its length at the rate the measured run's steps ran at, "
-    "read from its output (a progress bar, or lines such as 'step 120 loss 2.31'). The time to the limit is "
-    "then also a step.",
+    "read from its output (a progress bar, or lines such as 'step 120 loss 2.31'; with --job, as the agent read "
+    "them from the job's output files while it ran). The time to the limit is then also a step.",
 )
 @click.option(
     "--fix",
@@ -199,7 +199,8 @@ def _from_history(state_dir: Path, job: str) -> Any:
         for c in cgroups:
             by_path.setdefault(c.path, []).append(c)
         own = next(iter(by_path.values())) if len(by_path) == 1 else []
-        return from_history(rows, own, f"job {job} in {state_dir / 'history.db'}")
+        steps = store.steps(job=job)  # its step counter, as the agent read it from the job's output
+        return from_history(rows, own, f"job {job} in {state_dir / 'history.db'}", steps)
     except InputError as exc:
         _fail(str(exc))
     finally:
@@ -245,7 +246,8 @@ def _answer(recorded: Any, ranks: int | None, workers: int | None, nodes: int, l
         if ticks is None:
             _fail(
                 f"--steps: {recorded.source} shows no training step counter that rose (a progress bar, or lines "
-                "such as 'step 120 loss 2.31', in the run's output): give the full run's length with --duration"
+                "such as 'step 120 loss 2.31', in the run's output; the agent reads a job's from its output files, "
+                "not from a terminal): give the full run's length with --duration"
             )
         seconds = ticks.seconds_at(steps)
     scale = Scale(

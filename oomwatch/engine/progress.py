@@ -1,6 +1,7 @@
 """A training loop's progress from the lines it printed and when: the step counter the rules name
 (rules/activities.yaml `steps`: a progress bar, "step N loss ..."), as (time, steps done) points, and the
-rate the steps ran at. Pure: timed lines in, a ``Progress`` out.
+rate the steps ran at. Pure: timed lines in, a ``Progress`` out; in two parts for the agent, which keeps the
+counters' readings (``counts``) as a job's output grows and assembles them later (``assemble``).
 
 One output can hold several counters (a bar per epoch, an evaluation bar, two ranks printing the same
 steps): lines are grouped by counter (the rule, its name, its total), and the counter with the most steps
@@ -42,9 +43,25 @@ class Progress:
         return line[0] if line and line[0] > 0 else None
 
 
-def progress(lines: Iterable[tuple[float, str]], rules: Sequence[StepRule]) -> Progress | None:
-    """The training loop's counter over ``lines`` ((time, text), in order), or None when no line shows one."""
-    counters: dict[tuple[str, str, int | None], list[tuple[float, int]]] = {}
+@dataclass(frozen=True)
+class Count:
+    """One line's reading of a step counter: when, which counter, the step it showed."""
+
+    time: float
+    rule: str
+    name: str
+    total: int | None
+    step: int
+
+    @property
+    def key(self) -> tuple[str, str, int | None]:
+        return (self.rule, self.name, self.total)
+
+
+def counts(lines: Iterable[tuple[float, str]], rules: Sequence[StepRule]) -> list[Count]:
+    """Each of ``lines`` ((time, text), in order) that shows a step counter, read by the first rule that
+    reads it."""
+    out: list[Count] = []
     for time, text in lines:
         low = text.lower()
         if not any(p in low for p in PREFILTER):
@@ -56,8 +73,16 @@ def progress(lines: Iterable[tuple[float, str]], rules: Sequence[StepRule]) -> P
                 found = None
             if found is not None:
                 step, total, name = found
-                counters.setdefault((rule.id, name, total), []).append((time, step))
+                out.append(Count(time, rule.id, name, total, step))
                 break
+    return out
+
+
+def assemble(seen_counts: Iterable[Count]) -> Progress | None:
+    """The training loop's counter of ``seen_counts`` (in order), or None when there is none."""
+    counters: dict[tuple[str, str, int | None], list[tuple[float, int]]] = {}
+    for c in seen_counts:
+        counters.setdefault(c.key, []).append((c.time, c.step))
     if not counters:
         return None
     key, seen = max(counters.items(), key=lambda kv: len({s for _, s in kv[1]}))
@@ -72,6 +97,11 @@ def progress(lines: Iterable[tuple[float, str]], rules: Sequence[StepRule]) -> P
             if not points or offset + step > points[-1][1]:
                 points.append((time, offset + step))
     return Progress(tuple(points), key[2], key[0], restarts)
+
+
+def progress(lines: Iterable[tuple[float, str]], rules: Sequence[StepRule]) -> Progress | None:
+    """The training loop's counter over ``lines`` ((time, text), in order), or None when no line shows one."""
+    return assemble(counts(lines, rules))
 
 
 def lines_of(data: bytes, marks: Sequence[tuple[int, float]]) -> list[tuple[float, str]]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oomwatch.engine.progress import Progress
+from oomwatch.engine.progress import Count, Progress, assemble
 from oomwatch.estimate.model import JobPoint, Point, Trace, traces_from_rows
 
 
@@ -90,11 +90,15 @@ def _progress(raw: Any) -> Progress | None:
     return Progress(tuple(points), _int(raw.get("total")), str(raw.get("rule") or ""), _int(raw.get("restarts")) or 0)
 
 
-def from_history(rows: Iterable[Any], cgroup_rows: Iterable[Any], source: str) -> Recorded:
-    """The agent's history rows of one job (``history.schema.ProcessRow``) and of its cgroup (``CgroupRow``)."""
+def from_history(
+    rows: Iterable[Any], cgroup_rows: Iterable[Any], source: str, step_rows: Iterable[Any] = ()
+) -> Recorded:
+    """The agent's history rows of one job (``history.schema.ProcessRow``), of its cgroup (``CgroupRow``) and of
+    its step counters (``StepRow``: what its output showed, read by the agent as it ran)."""
     fields = ("time", "pid", "role", "rank", "comm", "uss", "pss", "rss", "anon", "shmem")
     traces = traces_from_rows({f: getattr(r, f, None) for f in fields} for r in rows)
     if not traces:
         raise EstimateInputError(f"{source}: no samples of this job")
     job = [JobPoint(float(c.time), c.usage, c.anon, c.shmem, c.file) for c in cgroup_rows]
-    return Recorded(traces, job, (), source)
+    steps = assemble(Count(float(r.time), r.rule, r.name, r.total, int(r.step)) for r in step_rows)
+    return Recorded(traces, job, (), source, progress=steps)

@@ -29,7 +29,7 @@ from oomwatch.agent.history.reader import open_readonly
 from oomwatch.agent.history.schema import SCHEMA_VERSION, CgroupRow, ProcessRow
 from oomwatch.agent.history.store import HistoryStore
 from oomwatch.agent.sample.notices import Notices
-from oomwatch.agent.tick import CgroupSample, NodeSample, ProcessSample, Tick
+from oomwatch.agent.tick import CgroupSample, NodeSample, ProcessSample, StepMark, Tick
 from oomwatch.cli.history import history_cmd, parse_when
 from oomwatch.errors import InputError
 from oomwatch.procfs.pressure import Pressure, PressureLine
@@ -116,7 +116,9 @@ def test_the_analyzers_take_a_carried_smaps_reading_once():
         for i, (u, at) in enumerate([(10, 0), (40, 1), (40, 1), (40, 1), (130, 4)])
     ]  # fmt: skip
     victim = next(p for p in analyze(rows, 7).processes if p.pid == 7)
-    assert victim.basis == "USS" and [v for _, v in victim.points] == [10 * MIB, 40 * MIB, 130 * MIB]
+    # the carried reading is not read again: those two samples are the reading plus what anonymous memory added
+    assert victim.basis == "USS" and victim.estimated == 2
+    assert [v for _, v in victim.points] == [10 * MIB, 40 * MIB, 70 * MIB, 100 * MIB, 130 * MIB]
 
 
 def test_a_process_keeps_its_latest_known_role_in_the_analysis():
@@ -270,6 +272,7 @@ def test_a_schema_1_file_is_read_and_upgraded_in_place(store_path: Path):
     with opened(store_path) as store:
         store.record(tick(T0, [proc(1)], [cgroup()], node()))
     conn = sqlite3.connect(store_path)  # make it the file the first release wrote
+    conn.execute("DROP TABLE step")
     for table, columns in (("cgroup", ("pressure_some", "pressure_full")),
                            ("node", ("mem_total", "swap_total", "pressure_some", "pressure_full")),
                            ("process", ("rchar",))):  # fmt: skip
@@ -305,6 +308,7 @@ def test_a_schema_2_file_gains_what_each_process_read(store_path: Path):
         store.record(tick(T0, [proc(1)]))
     conn = sqlite3.connect(store_path)  # the file schema 2 wrote: no rchar
     conn.execute("ALTER TABLE process DROP COLUMN rchar")
+    conn.execute("DROP TABLE step")
     conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
@@ -316,7 +320,53 @@ def test_a_schema_2_file_gains_what_each_process_read(store_path: Path):
     with opened(store_path) as store:
         store.record(tick(T0 + 1, [dataclasses.replace(proc(1), rchar=123 << 20)]))
         assert [p.rchar for p in store.processes()] == [None, 123 << 20]
-        assert store.get_meta("schema_version") == "3"
+        assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+
+
+def _mark(t: float, step: int, job: str = JOB, total: int | None = None, name: str = "") -> StepMark:
+    return StepMark(t, job, "step_word" if total is None else "progress_bar", name, total, step)
+
+
+def test_a_jobs_step_counter_is_kept_and_folds_into_its_highest_step(store_path: Path):
+    with opened(store_path, fine_seconds=60, coarse_step=10) as store:
+        for k in range(100):
+            marks = [_mark(T0 + k, 10 * k)]
+            if k % 7 == 0:  # an epoch bar beside it, and another job's counter
+                marks += [_mark(T0 + k, k // 7, total=20, name="Epoch 0"), _mark(T0 + k, k, job="job-b")]
+            store.record(dataclasses.replace(tick(T0 + k, [proc(1), proc(2, job="job-b")]), steps=tuple(marks)))
+        rows = store.steps(job=JOB)
+        assert [(r.time, r.step) for r in rows if r.rule == "step_word"][:3] == [(T0, 0), (T0 + 1, 10), (T0 + 2, 20)]
+        assert [(r.name, r.total, r.step) for r in rows if r.rule == "progress_bar"][:2] == [("Epoch 0", 20, 0),
+                                                                                           ("Epoch 0", 20, 1)]  # fmt: skip
+        assert rows[0].job == JOB and rows[0].resolution == 1.0
+        store.maintain(T0 + 100)
+        words = [r for r in store.steps(job=JOB) if r.rule == "step_word"]
+        coarse = [r for r in words if r.resolution == 10]
+        # each bucket its highest step, at the time it was read
+        assert [(r.time, r.step) for r in coarse] == [(T0 + 10 * b + 9, 100 * b + 90) for b in range(4)]
+        assert [r.step for r in words if r.resolution == 1] == [10 * k for k in range(40, 100)]
+        # the other job's 15 readings: 0 and 7, 21 and 28 share a bucket
+        assert [r.step for r in store.steps(job="job-b")][:5] == [7, 14, 28, 35, 42]
+        assert len(store.steps(job="job-b")) == 13 and store.steps(job="nobody") == []
+
+
+def test_a_schema_3_file_gains_the_step_counters(store_path: Path):
+    with opened(store_path) as store:
+        store.record(tick(T0, [proc(1)]))
+    conn = sqlite3.connect(store_path)  # the file schema 3 wrote: no step table
+    conn.execute("DROP TABLE step")
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    reader = open_readonly(store_path)
+    try:
+        assert reader.steps(job=JOB) == [] and len(reader.processes()) == 1
+    finally:
+        reader.close()
+    with opened(store_path) as store:
+        store.record(dataclasses.replace(tick(T0 + 1, [proc(1)]), steps=(_mark(T0 + 1, 7),)))
+        assert [r.step for r in store.steps(job=JOB)] == [7]
+        assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
 
 
 def test_a_newer_schema_is_moved_aside_not_written_into(store_path: Path):

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from oomwatch.agent.history.store import HistoryStore
-from oomwatch.agent.tick import CgroupSample, ProcessSample, Tick
+from oomwatch.agent.tick import CgroupSample, ProcessSample, StepMark, Tick
 from tests.conftest import run_oomwatch
 from tests.estimate.schema import valid
 
@@ -63,3 +63,26 @@ def test_the_answer_as_text_and_markdown_says_the_same_figures(tmp_path: Path):
     assert (
         "### Host memory estimate: 8 ranks on 2 nodes" in markdown and "| ranks | 4 | 300.0 MiB | 1.2 GiB |" in markdown
     )
+
+
+def test_the_step_counter_the_agent_read_from_the_jobs_output_times_its_steps(tmp_path: Path):
+    # a rank that keeps 4 MiB of every step, 2 steps a second; the agent read "step N loss" lines as they came
+    now = time.time() - 60
+    with HistoryStore(tmp_path / "history.db") as store:
+        for i in range(30):
+            procs = (_proc(10, "rank", 0, "run-9", 200 * MIB + 8 * i * MIB), _proc(20, "rank", 0, "run-10", 300 * MIB))
+            marks = (StepMark(now + i, "run-9", "step_word", "", None, 2 * i),)
+            store.record(Tick(time=now + i, duration=0.01, processes=procs, steps=marks))
+    done = run_oomwatch("estimate", "--job", "run-9", "--state-dir", str(tmp_path), "--steps", "200",
+                        "--limit", "1G", "--format", "json")  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    doc = valid(json.loads(done.stdout))
+    assert doc["measured"]["steps"]["rule"] == "step_word" and doc["measured"]["steps"]["last"] == 58
+    projection = doc["projection"]
+    assert projection["steps"] == 200
+    # 4 MiB a step from 200 MiB at step 0: the limit (1 GiB) at about step 206: past the run's 200, so none
+    rank = next(r for r in projection["by_role"] if r["role"] == "rank")
+    assert abs(rank["each_bytes"] - (200 + 4 * 200) * MIB) <= 0.05 * rank["each_bytes"], rank["each_bytes"] / MIB
+    # a job without a counter in the history (run-10 printed none): --steps says what to give instead
+    done = run_oomwatch("estimate", "--job", "run-10", "--state-dir", str(tmp_path), "--steps", "200")
+    assert done.returncode == 2 and "from its output files" in done.stderr.decode()

@@ -1,7 +1,7 @@
-"""The history's bounds, as SQL on an open connection: fine rows folded into coarse buckets (the bucket's peak),
-rows older than the age bound dropped, labels no row refers to forgotten, and the file kept under its size bound
-(oldest rows dropped, pages given back). ``history.store.HistoryStore.maintain`` runs them; each raises
-``sqlite3.Error`` for its caller to handle.
+"""The history's bounds, as SQL on an open connection: fine rows folded into coarse buckets (the bucket's peak;
+of a step counter, its highest step), rows older than the age bound dropped, labels no row refers to forgotten,
+and the file kept under its size bound (oldest rows dropped, pages given back).
+``history.store.HistoryStore.maintain`` runs them; each raises ``sqlite3.Error`` for its caller to handle.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ import sqlite3
 from datetime import datetime
 from pathlib import Path
 
-from oomwatch.agent.history.schema import CGROUP_PRESSURE, CGROUP_SIZES, NODE_COLUMNS, PROCESS_SIZES, SAMPLE_TABLES
+from oomwatch.agent.history.schema import (
+    CGROUP_PRESSURE,
+    CGROUP_SIZES,
+    NODE_COLUMNS,
+    PROCESS_SIZES,
+    SAMPLE_TABLES,
+    STEP_COLUMNS,
+)
 
 log = logging.getLogger("oomwatch.agent")
 
@@ -56,6 +63,15 @@ def fold(conn: sqlite3.Connection, now: float, fine_seconds: float, coarse_step:
         args,
     )
     conn.execute(f"DELETE FROM node WHERE {window}", args)
+    # a counter's bucket keeps its highest step, at the time it was read (SQLite takes the bare columns of the
+    # row that holds the MAX); a new epoch's lower readings in that bucket go, the next bucket's show it
+    conn.execute(
+        f"""INSERT INTO step ({", ".join(STEP_COLUMNS)})
+            SELECT time, :step, job, rule, name, total, MAX(step)
+            FROM step WHERE {window} GROUP BY job, rule, name, total, CAST(time / :step AS INTEGER)""",
+        args,
+    )
+    conn.execute(f"DELETE FROM step WHERE {window}", args)
     conn.execute("COMMIT")
     return cut
 
@@ -72,7 +88,10 @@ def age(conn: sqlite3.Connection, oldest: float, *, scan_labels: bool) -> None:
 def clean_labels(conn: sqlite3.Connection, *, scan: bool = True) -> None:
     """Forget the jobs and cgroups no sample refers to any more (through their indexes: cheap),
     and with ``scan`` the process labels (a scan of the process table: once an hour)."""
-    conn.execute("DELETE FROM job WHERE NOT EXISTS (SELECT 1 FROM process WHERE process.job = job.id)")
+    conn.execute(
+        "DELETE FROM job WHERE NOT EXISTS (SELECT 1 FROM process WHERE process.job = job.id)"
+        " AND NOT EXISTS (SELECT 1 FROM step WHERE step.job = job.id)"
+    )
     conn.execute(
         "DELETE FROM cgroup_label WHERE NOT EXISTS (SELECT 1 FROM cgroup WHERE cgroup.label = cgroup_label.id)"
     )

@@ -1,5 +1,6 @@
-"""Reading the history back: rows of processes, cgroups and the node by job, pid, path and time, also from a
-file the agent is writing (WAL readers), or from an older schema's file (the columns it lacks read as unknown).
+"""Reading the history back: rows of processes, cgroups, the node and the jobs' step counters by job, pid, path
+and time, also from a file the agent is writing (WAL readers), or from an older schema's file (the columns and
+tables it lacks read as unknown or empty).
 
 ``open_readonly`` is how ``oomwatch history`` and ``diagnose --history`` open it; the agent's own store
 (``history.store.HistoryStore``) reads through the same methods.
@@ -22,9 +23,11 @@ from oomwatch.agent.history.schema import (
     NODE_COLUMNS,
     SELECT_CGROUP,
     SELECT_PROCESS,
+    SELECT_STEP,
     CgroupRow,
     NodeRow,
     ProcessRow,
+    StepRow,
     Unusable,
     check_ours,
 )
@@ -111,6 +114,23 @@ class HistoryReader:
         select = self._compatible(f"SELECT {', '.join(f'node.{c}' for c in NODE_COLUMNS)} FROM node")
         rows = self._query(f"{select}{where} ORDER BY time", args)
         return [NodeRow(*r) for r in rows]
+
+    def steps(self, *, job: str, since: float | None = None, until: float | None = None) -> list[StepRow]:
+        """A job's step counter rows (agent.steps), oldest first; none from a file older than schema 4."""
+        with self._lock:
+            conn = self._conn
+            try:
+                present = conn is not None and bool(
+                    conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'step'").fetchone()
+                )
+            except sqlite3.Error as exc:
+                raise InputError(f"cannot read history {self.path}: {exc}") from exc
+        if not present:
+            return []
+        args: list[Any] = [job]
+        where = self._where(["s.job = (SELECT id FROM job WHERE name = ?)"], args, since, until, "s.")
+        rows = self._query(f"{SELECT_STEP}{where} ORDER BY s.time, s.rowid", args)
+        return [StepRow(*r) for r in rows]
 
     def _compatible(self, select: str) -> str:
         """``select`` with the columns an older file lacks read as NULL (a reader cannot upgrade it)."""

@@ -13,7 +13,8 @@ from pathlib import Path
 log = logging.getLogger("oomwatch.agent")
 
 FORMAT = "oomwatch.history"
-SCHEMA_VERSION = 3  # 2 added memory pressure (PSI avg10) to cgroup and node rows, and node totals; 3 rchar
+SCHEMA_VERSION = 4  # 2 added memory pressure (PSI avg10) to cgroup and node rows, and node totals; 3 rchar;
+# 4 the jobs' step counters (the step table)
 
 
 PROCESS_SIZES = ("rss", "anon", "file", "shmem", "swap", "hwm", "pss", "uss", "swap_pss", "rchar")
@@ -34,9 +35,22 @@ ADDED_IN_2 = (
 ADDED_IN_3 = (("process", "rchar", "INTEGER"),)
 ADDED = ((2, ADDED_IN_2), (3, ADDED_IN_3))
 
+# what schema 4 added: each job's step counters as its output showed them (agent.steps), one row per counter and
+# tick it moved in; a coarse row keeps its bucket's highest step (at that reading's time)
+STEP_TABLE = """
+CREATE TABLE IF NOT EXISTS step (
+    time REAL NOT NULL, resolution REAL NOT NULL, job INTEGER NOT NULL, rule TEXT NOT NULL, name TEXT NOT NULL,
+    total INTEGER, step INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS step_job_time ON step (job, time);
+"""
+TABLES_ADDED = ((4, "step", STEP_TABLE),)
+STEP_COLUMNS = ("time", "resolution", "job", "rule", "name", "total", "step")
+
 # Samples refer to their labels by id (a job name, a cgroup path and the comm would otherwise be
 # repeated in every row and two of its indexes): the file is about half the size.
-SCHEMA = f"""
+SCHEMA = (
+    f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE job (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE label (id INTEGER PRIMARY KEY, role TEXT NOT NULL, rank INTEGER, local_rank INTEGER, comm TEXT NOT NULL);
@@ -60,12 +74,16 @@ CREATE TABLE node (
 );
 CREATE INDEX node_time ON node (time);
 """
+    + STEP_TABLE
+)
 LABEL_COLUMNS = {"job": ("name",), "label": ("role", "rank", "local_rank", "comm"), "cgroup_label": ("path", "jobs")}
-TABLES = frozenset({"meta", "job", "label", "process", "cgroup_label", "cgroup", "node"})
-SAMPLE_TABLES = ("process", "cgroup", "node")
+TABLES = frozenset({"meta", "job", "label", "process", "cgroup_label", "cgroup", "node", "step"})
+SAMPLE_TABLES = ("process", "cgroup", "node", "step")
 SELECT_PROCESS = f"""SELECT p.time, p.resolution, p.pid, j.name, l.role, l.rank, l.local_rank, l.comm,
     {", ".join(f"p.{c}" for c in PROCESS_SIZES)}
     FROM process AS p JOIN job AS j ON j.id = p.job JOIN label AS l ON l.id = p.label"""
+SELECT_STEP = """SELECT s.time, s.resolution, j.name, s.rule, s.name, s.total, s.step
+    FROM step AS s JOIN job AS j ON j.id = s.job"""
 SELECT_CGROUP = f"""SELECT c.time, c.resolution, l.path, l.jobs, {", ".join(f"c.{x}" for x in CGROUP_SIZES)},
     {", ".join(f"c.{x}" for x in CGROUP_PRESSURE)}
     FROM cgroup AS c JOIN cgroup_label AS l ON l.id = c.label"""
@@ -124,6 +142,17 @@ class NodeRow:
     pressure_full: float | None = None
 
 
+@dataclass(frozen=True)
+class StepRow:
+    time: float
+    resolution: float
+    job: str
+    rule: str  # the step rule that read the counter
+    name: str  # the counter's name (a progress bar's description)
+    total: int | None  # what it counts to, when it says
+    step: int
+
+
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 
@@ -163,21 +192,27 @@ def check_ours(conn: sqlite3.Connection, tables: set[str]) -> int:
     version = meta.get("schema_version")
     if version not in {str(v) for v in range(1, SCHEMA_VERSION + 1)}:
         raise Unusable(f"history schema version {version}, this oomwatch reads 1 to {SCHEMA_VERSION}")
-    missing = TABLES - tables
+    # a table a later schema added is missing from an older file until it is upgraded
+    missing = TABLES - tables - {name for since, name, _ in TABLES_ADDED if int(version) < since}
     if missing:
         raise Unusable(f"history file without its {', '.join(sorted(missing))} table")
     return int(version)
 
 
 def upgrade(conn: sqlite3.Connection, version: int) -> None:
-    """Bring a file of an older schema to this one in one transaction: columns are added (old rows
-    read them as unknown), nothing is rewritten."""
+    """Bring a file of an older schema to this one in one transaction: columns and tables are added (old rows
+    read the columns as unknown), nothing is rewritten."""
     conn.execute("BEGIN")
     try:
         for since, columns in ADDED:
             if version < since:
                 for table, column, kind in columns:
                     conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        for since, _, statements in TABLES_ADDED:
+            if version < since:
+                for statement in statements.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         conn.execute("COMMIT")
     except BaseException:

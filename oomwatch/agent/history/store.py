@@ -53,6 +53,7 @@ from oomwatch.agent.history.schema import (
     LABEL_COLUMNS,
     NODE_COLUMNS,
     PROCESS_SIZES,
+    STEP_COLUMNS,
     Unusable,
     insert,
     is_corrupt,
@@ -271,6 +272,10 @@ class HistoryStore(HistoryReader):
                 conn.executemany(
                     insert("cgroup", ("time", "resolution", "label", *CGROUP_SIZES, *CGROUP_PRESSURE)), cgroups
                 )
+            steps = [(m.time, res, self._id(new_ids, "job", (m.job,)), m.rule, m.name, m.total, m.step)
+                     for m in tick.steps]  # fmt: skip
+            if steps:
+                conn.executemany(insert("step", STEP_COLUMNS), steps)
             if node is not None:
                 conn.execute(
                     insert("node", NODE_COLUMNS),

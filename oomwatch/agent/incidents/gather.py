@@ -105,6 +105,11 @@ class Gatherer:
         with self.lock:
             self._located.update(located)
 
+    def outputs_located(self) -> dict[str, list[OutputFile]]:
+        """Each job's output files as located while it runs (a job gone for ``window`` seconds is dropped)."""
+        with self.lock:
+            return {job: list(loc.files) for job, loc in self._located.items() if loc.files}
+
     def ticks_since(self, since: float) -> list[Tick]:
         """The ticks kept from wall-clock time ``since`` on, newest first (their node and cgroups only)."""
         with self.lock:

@@ -73,6 +73,11 @@ class Incidents(Gatherer, Ledger):
             self._engine = (Engine(load_rules(()), backend="re"), RENDERERS)
         return self._engine
 
+    def step_rules(self) -> Any:
+        """The step counter rules once the engine is loaded (``warm``), else None: never waits for it."""
+        engine = self._engine
+        return engine[0].rules.steps if engine is not None else None
+
     def warm(self) -> None:
         """Load the engine now (in a thread of the caller's choosing), so that the first incident is
         written within a second of the kill; ~0.7 s and ~6 MB (measured, with the re prefilter)."""

@@ -46,6 +46,7 @@ def main():
             print(f"step {step:4d} loss {loss.item():.4f}", flush=True)
     if rank == 0:
         print("finished", flush=True)
+    dist.barrier()  # both ranks done before the group goes (gloo may abort a rank torn down mid-collective)
     dist.destroy_process_group()
 
 

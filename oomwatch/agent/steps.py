@@ -1,0 +1,116 @@
+"""A job's step counter, read from its output files as they grow: each tick, what each file located for a job
+(agent.incidents.joboutput: its stdout/stderr, or the log its pipe's reader writes) gained since the last tick
+is read, its lines are read by the step rules (rules/activities.yaml ``steps``: a progress bar, "step N loss"),
+and each counter's latest reading becomes a ``StepMark`` at the tick's time, for the history: what
+``oomwatch estimate --job`` times the steps by (engine.progress assembles them as it does a run's output).
+
+Honest about time: a line is dated by the tick that found it, so a job whose output is block-buffered (Python's
+print to a file: 8 KiB at a time) shows its steps in lumps; a file first seen is read from its end on (what it
+held already is not dated now); a line not ended yet waits for its end (a cut "step 12" of "step 1234" would
+read as a new epoch). A file that shrank (truncated, rewritten) is read again from its start.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from oomwatch.agent.incidents.joboutput import OutputFile
+from oomwatch.agent.tick import StepMark
+from oomwatch.engine.progress import Count, counts
+from oomwatch.engine.rules.activity_rules import StepRule
+
+READ_MAX = 256 << 10  # bytes of a file read in one tick at most; past it, its end (the counter's latest)
+PARTIAL_MAX = 8 << 10  # a line not ended yet is kept at most this long (a bar redrawn with \r ends each time)
+LINES_MAX = 2000  # lines of a file read by the step rules in one tick at most: its latest
+
+_ENDED = re.compile(rb"[^\r\n]*[\r\n]")
+
+
+@dataclass
+class _Tail:
+    offset: int
+    partial: bytes = b""
+
+
+class StepWatch:
+    """The step counters of the jobs' output files. ``rules``: the step rules once loaded (None until then:
+    the agent loads its engine in a thread of its own); ``proc``: where /proc is."""
+
+    def __init__(self, rules: Callable[[], Sequence[StepRule] | None], proc: Path = Path("/proc")) -> None:
+        self.rules = rules
+        self.proc = proc
+        self._tails: dict[tuple[int, int], _Tail] = {}  # (dev, ino) -> how far it was read
+
+    def read(self, now: float, located: Mapping[str, Sequence[OutputFile]]) -> list[StepMark]:
+        """The counters' latest readings in what each job's files gained since the last call, at ``now``."""
+        rules = self.rules()
+        if not rules:
+            return []
+        marks: list[StepMark] = []
+        kept: set[tuple[int, int]] = set()
+        for job, files in located.items():
+            latest: dict[tuple[str, str, int | None], Count] = {}
+            for f in files:
+                key = (f.dev, f.ino)
+                if key in kept:
+                    continue  # two descriptors (stdout and stderr) of one file: read once
+                kept.add(key)
+                lines = [(now, line) for line in self._new_lines(f)[-LINES_MAX:]]
+                for c in counts(lines, rules):
+                    latest[c.key] = c  # the last reading of each counter (a bar's latest state)
+            marks.extend(StepMark(now, job, c.rule, c.name, c.total, c.step) for c in latest.values())
+        for key in [k for k in self._tails if k not in kept]:
+            del self._tails[key]  # its job is no longer located: forgotten
+        return marks
+
+    def _new_lines(self, f: OutputFile) -> list[str]:
+        data = self._new_bytes(f)
+        if not data:
+            return []
+        tail = self._tails[(f.dev, f.ino)]
+        data = tail.partial + data
+        ended = list(_ENDED.finditer(data))
+        end = ended[-1].end() if ended else 0
+        rest = data[end:]
+        tail.partial = rest if len(rest) <= PARTIAL_MAX else b""
+        return [m.group()[:-1].decode("utf-8", "replace") for m in ended if len(m.group()) > 1]
+
+    def _new_bytes(self, f: OutputFile) -> bytes:
+        """What ``f`` gained since it was last read (read through its descriptor while its process runs, else
+        by its path), if it is still that file."""
+        for where in (self.proc / str(f.pid) / "fd" / str(f.fd), Path(f.path)):
+            try:
+                fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != (f.dev, f.ino):
+                    continue  # the pid was reused, or the log replaced
+                return self._read_from(fd, (f.dev, f.ino), st.st_size)
+            except OSError:
+                return b""
+            finally:
+                os.close(fd)
+        return b""
+
+    def _read_from(self, fd: int, key: tuple[int, int], size: int) -> bytes:
+        tail = self._tails.get(key)
+        if tail is None:
+            self._tails[key] = _Tail(size)  # first seen: from its end on
+            return b""
+        if size < tail.offset:
+            tail.offset, tail.partial = 0, b""  # truncated or rewritten: from its start
+        start = max(tail.offset, size - READ_MAX)
+        skipped = start > tail.offset
+        raw = os.pread(fd, size - start, start) if size > start else b""
+        tail.offset = start + len(raw)
+        if skipped:
+            tail.partial = b""  # the line it held is not continued
+            cut = min((i for i in (raw.find(b"\n"), raw.find(b"\r")) if i >= 0), default=len(raw) - 1)
+            raw = raw[cut + 1 :]  # from the first whole line on
+        return raw
