@@ -13,10 +13,10 @@ from typing import Any, NoReturn
 import click
 
 from oomwatch.agent.history.reader import HistoryReader, open_readonly
-from oomwatch.agent.history.schema import CgroupRow, ProcessRow
+from oomwatch.agent.history.schema import CgroupRow, ProcessRow, StepRow
 from oomwatch.errors import InputError
 from oomwatch.exitcodes import Exit
-from oomwatch.render.history import cgroup_text, history_csv, history_json, process_text
+from oomwatch.render.history import cgroup_text, history_csv, history_json, process_text, step_text
 
 DEFAULT_STATE_DIR = Path("/var/lib/oomwatch")
 HISTORY_FILE = "history.db"
@@ -65,6 +65,11 @@ def parse_when(text: str, now: float, option: str = "--since") -> float:
 @click.option("--until", default=None, metavar="WHEN", help="Up to this time; same forms as --since.")
 @click.option("--cgroups", is_flag=True, help="The jobs' cgroups instead of their processes.")
 @click.option(
+    "--steps", is_flag=True,
+    help="The job's step counters (a progress bar, 'step N loss' lines) as the agent read them from its output "
+    "files, instead of its processes; with --job.",
+)  # fmt: skip
+@click.option(
     "--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text", show_default=True,
     help="text: a table for people; csv: a header and raw bytes; json: schema oomwatch.history/v1.",
 )  # fmt: skip
@@ -75,6 +80,7 @@ def history_cmd(
     since: str | None,
     until: str | None,
     cgroups: bool,
+    steps: bool,
     fmt: str,
 ) -> None:
     """Show what the agent recorded about training jobs' memory, after the fact.
@@ -88,12 +94,17 @@ def history_cmd(
       $ oomwatch history --job 4821 --since 2h
       $ oomwatch history --pid 31337 --since 2024-05-01T09:00 --until 2024-05-01T09:30
       $ oomwatch history --cgroups --since 10m --format json
+      $ oomwatch history --job 4821 --steps        # how its training steps went
       $ oomwatch history --since 1d --format csv > history.csv
     """
     now = time.time()
     try:
         if cgroups and pid is not None:
             raise ValueError("--pid does not apply to --cgroups (a cgroup has no pid; use --job)")
+        if steps and (cgroups or pid is not None):
+            raise ValueError("--steps shows a job's step counters: give --job, not --cgroups or --pid")
+        if steps and job is None:
+            raise ValueError("--steps needs --job (the step counters are a job's)")
         start = parse_when(since, now, "--since") if since is not None else None
         end = parse_when(until, now, "--until") if until is not None else None
     except ValueError as exc:
@@ -104,7 +115,7 @@ def history_cmd(
     except InputError as exc:
         _fail(str(exc))
     try:
-        _show(store, job, pid, start, end, cgroups, fmt)
+        _show(store, job, pid, start, end, cgroups, steps, fmt)
     except InputError as exc:
         _fail(str(exc))
     finally:
@@ -113,9 +124,13 @@ def history_cmd(
 
 def _show(
     store: HistoryReader, job: str | None, pid: int | None, start: float | None, end: float | None, cgroups: bool,
-    fmt: str,
+    steps: bool, fmt: str,
 ) -> None:  # fmt: skip
     step = float(store.get_meta("coarse_step") or 10.0)
+    if steps and job is not None:
+        step_rows = store.steps(job=job, since=start, until=end)
+        _emit(fmt, "steps", "step counter", step_rows, StepRow, lambda: step_text(step_rows, step))
+        return
     if cgroups:
         cg_rows = store.cgroups(since=start, until=end)
         if job is not None:

@@ -67,6 +67,14 @@ class WhatIf:
     projection: Projection
     assumption: str = ""  # what the fix's model takes for granted
 
+    def takes(self, broken: Projection) -> float:
+        """What this mechanism holds of ``broken``'s estimate: what its fix takes off it (on its own)."""
+        return max(0.0, broken.needed - self.projection.needed)
+
+    def share(self, broken: Projection) -> float | None:
+        """That, as a share of ``broken``'s estimate."""
+        return self.takes(broken) / broken.needed if broken.needed > 0 else None
+
 
 def coverage(slots: float, epochs: int) -> float:
     """The share of the data one of ``slots`` processes loads over ``epochs``, when each epoch deals the samples

@@ -1,6 +1,7 @@
 """``oomwatch estimate``'s answer: the host memory one node of the job needs at the asked scale (with an
-interval), the share by role, whether it fits the limit, and what each fix would make of it; as text for a
-person, Markdown for an issue, or JSON (``oomwatch.estimate/v1``) for a machine."""
+interval), the share by role and by mechanism (what each fix would take off), whether it fits the limit, and
+what each fix would make of it; as text for a person, Markdown for an issue, or JSON (``oomwatch.estimate/v1``)
+for a machine."""
 
 from __future__ import annotations
 
@@ -48,6 +49,10 @@ def _fit_line(p: Projection) -> str | None:
     return line + "."
 
 
+def _percent(share: float | None) -> str:
+    return "-" if share is None else f"{share:.0%}"
+
+
 def _steps_said(steps: StepClock | None) -> str:
     if steps is None:
         return ""
@@ -75,6 +80,10 @@ def render_text(
     rows.append(["shared pages", "", "", human(p.shared_once)])
     rows.append(["page cache", "", "", human(p.page_cache)])
     out += table(["", "count", "each", "total"], rows, width, indent="  ", right=(1, 2, 3))
+    if what_ifs:
+        out += ["", "By mechanism (what each fix would take off the estimate, each on its own; they may overlap):"]
+        rows = [[w.cause, human(w.takes(p)), _percent(w.share(p))] for w in what_ifs]
+        out += table(["", "holds", "of the estimate"], rows, width, indent="  ", right=(1, 2))
     for w in what_ifs:
         fits = f"; against the limit: {VERDICTS[w.projection.verdict]}" if w.projection.verdict else ""
         line = (f"With {w.change} [{w.cause}]: needs {human(w.projection.needed)} "
@@ -103,6 +112,9 @@ def render_markdown(
         lines.append(f"| {ROLE_NAMES.get(s.role, s.role)} | {s.count} | {human(s.each)} | {human(s.total)} |")
     lines.append(f"| shared pages | | | {human(p.shared_once)} |")
     lines.append(f"| page cache | | | {human(p.page_cache)} |")
+    if what_ifs:
+        lines += ["", "| mechanism (what its fix takes off, on its own) | holds | of the estimate |", "|---|---:|---:|"]
+        lines += [f"| `{w.cause}` | {human(w.takes(p))} | {_percent(w.share(p))} |" for w in what_ifs]
     for w in what_ifs:
         fits = f"; against the limit: {VERDICTS[w.projection.verdict]}" if w.projection.verdict else ""
         lines += [
@@ -149,6 +161,8 @@ def render_json(
         },
         "projection": _projection_json(p),
         "what_if": [{"cause": w.cause, "fix": w.change, "assumption": w.assumption,
+                     "holds_bytes": round(w.takes(p)),
+                     "share": None if w.share(p) is None else round(w.share(p) or 0.0, 4),
                      "projection": _projection_json(w.projection)}
                     for w in what_ifs],
     }  # fmt: skip

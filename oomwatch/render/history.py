@@ -1,7 +1,7 @@
-"""``oomwatch history``'s output: the recorded rows of the training jobs' processes or their cgroups as a
-table for people (rows marked * are the coarse window's peaks), as CSV (a header and raw bytes) or as the
-``oomwatch.history/v1`` JSON document. The rows are the history store's (``ProcessRow``, ``CgroupRow``
-dataclasses); render takes them as values and reads no database.
+"""``oomwatch history``'s output: the recorded rows of the training jobs' processes, their cgroups or their step
+counters as a table for people (rows marked * are the coarse window's peaks), as CSV (a header and raw bytes) or as the
+``oomwatch.history/v1`` JSON document. The rows are the history store's (``ProcessRow``, ``CgroupRow``,
+``StepRow`` dataclasses); render takes them as values and reads no database.
 """
 
 from __future__ import annotations
@@ -80,6 +80,19 @@ def cgroup_text(rows: Sequence[Any], step: float) -> str:
     return text
 
 
+def step_text(rows: Sequence[Any], step: float) -> str:
+    """Step counter rows (StepRow) as a table: each counter's reading at the tick the agent found it."""
+    several_jobs = len({r.job for r in rows}) > 1
+    header = ["time", *(["job"] if several_jobs else []), "counter", "name", "step", "of"]
+    right = frozenset({len(header) - 2, len(header) - 1})
+    out = [[_local(r.time) + ("*" if r.resolution >= step else ""), *([r.job] if several_jobs else []), r.rule,
+            r.name.strip() or "-", str(r.step), _dash(r.total)] for r in rows]  # fmt: skip
+    text = _table(header, out, right)
+    if any(r.resolution >= step for r in rows):
+        text += f"* older than the fine window: a counter's highest step in the {step:g} s from the row's time\n"
+    return text
+
+
 def history_csv(rows: Sequence[Any], kind: type[Any]) -> str:
     """The rows as CSV: a header of ``kind``'s fields, then each row's raw values (None as empty)."""
     buf = io.StringIO()
@@ -91,5 +104,5 @@ def history_csv(rows: Sequence[Any], kind: type[Any]) -> str:
 
 
 def history_json(key: str, rows: Sequence[Any]) -> str:
-    """The rows under ``key`` (processes, cgroups) in the ``oomwatch.history/v1`` document."""
+    """The rows under ``key`` (processes, cgroups, steps) in the ``oomwatch.history/v1`` document."""
     return json.dumps({"schema": SCHEMA, key: [asdict(r) for r in rows]}, indent=1)

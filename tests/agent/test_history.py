@@ -959,3 +959,31 @@ def test_diagnose_with_a_damaged_history_still_diagnoses_the_log_and_says_why(re
     doc = json.loads(r.stdout)
     assert doc["verdict"] == "cgroup_oom"
     assert any(n.startswith("history not used: cannot read history") for n in doc["notes"]), doc["notes"]
+
+
+def test_history_steps_shows_a_jobs_counters(tmp_path: Path):
+    now = time.time()
+    with opened(tmp_path / "history.db", fine_seconds=60) as store:
+        for k in range(120):
+            t = now - 120 + k
+            marks = (_mark(t, 5 * k), _mark(t, k % 40, total=40, name="Epoch 1"))
+            store.record(dataclasses.replace(tick(t, [proc(1)]), steps=marks))
+        store.maintain(now)
+    state = ["--state-dir", str(tmp_path)]
+    text = runner().invoke(history_cmd, [*state, "--job", JOB, "--steps"])
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    assert lines[0].split() == ["time", "counter", "name", "step", "of"]
+    assert lines[1].split()[0].endswith("*") and not lines[-2].split()[0].endswith("*")  # coarse rows first, marked
+    assert lines[-2].split()[1:] == ["progress_bar", "Epoch", "1", "39", "40"]
+    assert "a counter's highest step" in lines[-1]
+    doc = json.loads(runner().invoke(history_cmd, [*state, "--job", JOB, "--steps", "--format", "json"]).stdout)
+    assert doc["schema"] == "oomwatch.history/v1" and doc["steps"][-1]["step"] in (595, 39)
+    assert {r["rule"] for r in doc["steps"]} == {"step_word", "progress_bar"}
+    csv_out = runner().invoke(history_cmd, [*state, "--job", JOB, "--steps", "--format", "csv"]).stdout
+    assert csv_out.splitlines()[0] == "time,resolution,job,rule,name,total,step"
+    for bad, said in ((["--steps"], "--steps needs --job"), (["--job", JOB, "--steps", "--cgroups"], "not --cgroups")):
+        refused = runner().invoke(history_cmd, [*state, *bad])
+        assert refused.exit_code == 2 and said in refused.stderr, refused.output
+    none = runner().invoke(history_cmd, [*state, "--job", "nobody", "--steps"])
+    assert "no step counter samples recorded" in none.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -43,6 +44,12 @@ def test_a_job_in_the_agents_history_is_estimated_at_more_ranks(tmp_path: Path):
     fixed = doc["what_if"][0]
     assert fixed["cause"] == "keep_in_memory_duplication"
     assert fixed["projection"]["needed_bytes"] == 4 * 100 * MIB + 20 * MIB
+    # what the mechanism holds of the estimate: what its fix takes off it
+    assert fixed["holds_bytes"] == 4 * 500 * MIB and fixed["share"] == round(2000 / 2420, 4)
+    text = run_oomwatch("estimate", "--job", "run-7", "--state-dir", str(tmp_path), "--ranks", "4",
+                        "--fix", "keep_in_memory_duplication").stdout.decode()  # fmt: skip
+    assert "By mechanism (what each fix would take off the estimate" in text
+    assert re.search(r"keep_in_memory_duplication\s+2\.0 GiB\s+83%", text), text
 
     done = run_oomwatch("estimate", "--job", "nope", "--state-dir", str(tmp_path))
     assert done.returncode == 2 and "no samples of this job" in done.stderr.decode()
