@@ -65,6 +65,7 @@ def main():
     dist.barrier()
     if rank == 0:
         print(f"[rank {rank}] done: {args.steps} steps, final loss {loss.item():.4f}", flush=True)
+    dist.barrier()  # every rank done before the group goes (gloo can abort a rank torn down first)
     dist.destroy_process_group()
 
 

@@ -62,6 +62,7 @@ def main():
     mean_loss = sum(float(x) for x in losses) / len(losses)
     if rank == 0:
         print(f"[rank {rank}] epoch done: mean loss {mean_loss:.4f}", flush=True)
+    dist.barrier()  # every rank done before the group goes (gloo can abort a rank torn down first)
     dist.destroy_process_group()
 
 

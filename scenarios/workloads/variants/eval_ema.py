@@ -64,6 +64,7 @@ def worker(rank, world, args):
     dist.all_reduce(total)
     if rank == 0:
         log_.info("eval mse %.5f over %d batches", total[0] / total[1], int(total[1]))
+    dist.barrier()  # every rank done before the group goes (gloo can abort a rank torn down first)
     dist.destroy_process_group()
 
 

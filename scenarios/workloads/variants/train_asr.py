@@ -86,6 +86,7 @@ def main():
             break
     if rank == 0:
         log.info("stopping after %d steps", args.max_steps)
+    dist.barrier()  # every rank done before the group goes (gloo can abort a rank torn down first)
     dist.destroy_process_group()
 
 

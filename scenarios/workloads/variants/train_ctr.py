@@ -77,6 +77,7 @@ def main():
     dist.barrier()
     if rank == 0:
         print(f"saved checkpoint to {args.out_dir}")
+    dist.barrier()  # every rank done before the group goes (gloo can abort a rank torn down first)
     dist.destroy_process_group()
 
 

@@ -129,6 +129,7 @@ def main():
                 log.info("epoch %d step %d/%d loss %.4f", epoch, step, len(loader), loss.item())
     if rank == 0:
         log.info("done")
+    dist.barrier()  # every rank done before the group goes (gloo can abort a rank torn down first)
     dist.destroy_process_group()
 
 

@@ -71,6 +71,7 @@ def run(rank, world, args):
         top10 = torch.cat(all_preds).topk(10, dim=-1).indices
         hit_rate = (top10 == torch.cat(all_targets)[:, None]).any(1).float().mean().item()
     log.info("hit@10 %.4f", hit_rate)
+    dist.barrier()  # every rank done before the group goes (gloo can abort a rank torn down first)
     dist.destroy_process_group()
 
 
