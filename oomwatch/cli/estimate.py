@@ -243,6 +243,14 @@ def _answer(recorded: Any, ranks: int | None, workers: int | None, nodes: int, l
     ticks = clock(recorded.progress, recorded.started)
     model = build(recorded.traces, recorded.job, ticks)
     if steps is not None:
+        shown = recorded.progress
+        if ticks is None and shown is not None and len(shown.points) >= 2:
+            (t0, n0), (t1, n1) = shown.points[0], shown.points[-1]
+            _fail(
+                f"--steps: {recorded.source} shows its step counter only from step {n0} to {n1} in {t1 - t0:.1f} s, "
+                "too few or too close together to time (3 readings over 1 s at least): measure longer, or give the "
+                "full run's length with --duration"
+            )
         if ticks is None:
             _fail(
                 f"--steps: {recorded.source} shows no training step counter that rose (a progress bar, or lines "

@@ -93,3 +93,15 @@ def test_the_step_counter_the_agent_read_from_the_jobs_output_times_its_steps(tm
     # a job without a counter in the history (run-10 printed none): --steps says what to give instead
     done = run_oomwatch("estimate", "--job", "run-10", "--state-dir", str(tmp_path), "--steps", "200")
     assert done.returncode == 2 and "from its output files" in done.stderr.decode()
+
+
+def test_a_counter_too_short_to_time_says_so(tmp_path: Path):
+    now = time.time() - 60
+    with HistoryStore(tmp_path / "history.db") as store:
+        for i in range(10):
+            marks = (StepMark(now + i, "run-11", "step_word", "", None, i),) if i in (3, 4) else ()
+            store.record(Tick(time=now + i, duration=0.01, processes=(_proc(10, "rank", 0, "run-11", 300 * MIB),),
+                              steps=marks))  # fmt: skip
+    done = run_oomwatch("estimate", "--job", "run-11", "--state-dir", str(tmp_path), "--steps", "100")
+    assert done.returncode == 2
+    assert "shows its step counter only from step 3 to 4 in 1.0 s, too few" in done.stderr.decode(), done.stderr
