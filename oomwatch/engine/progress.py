@@ -21,7 +21,7 @@ from oomwatch.engine.rules.activity_rules import StepRule
 
 MIN_POINTS = 3  # steps seen, at least, for a rate
 MIN_SPAN = 1.0  # seconds they span, at least
-PREFILTER = ("%|", "step", "iter")  # a line with none of these (case-insensitive) holds no step counter
+PREFILTER = ("%|", "step", "iter", "━")  # a line with none of these (case-insensitive) holds no step counter
 
 
 @dataclass(frozen=True)

@@ -271,16 +271,20 @@ def _around_steps(series: Sequence[tuple[float, int]], steps: StepClock) -> tupl
 
 def _per_step(series: Sequence[tuple[float, int]], steps: StepClock) -> float | None:
     """Bytes its private set grew by per step over the later half of the steps (after any warm-up), from a
-    line through (step, private bytes); None when it was not sampled over enough of them. Growing less than
+    line through (step, private bytes) (with fewer than MIN_GROWTH_POINTS samples then, their ends); None when it
+    was sampled fewer than twice then. Growing less than
     SETTLED_SHARE of its size over those steps is no growth."""
     mid = (steps.first[0] + steps.last[0]) / 2
     during = [(steps.step_at(t - steps.started), v) for t, v in series if mid <= t - steps.started <= steps.last[0]]
-    if len(during) < MIN_GROWTH_POINTS or during[-1][0] - during[0][0] <= 0:
+    if len(during) < 2 or during[-1][0] - during[0][0] <= 0:
         return None
-    line = fit([(n, float(v)) for n, v in during])
-    if line is None:
-        return None
-    slope = line[0]
+    if len(during) >= MIN_GROWTH_POINTS:
+        line = fit([(n, float(v)) for n, v in during])
+        if line is None:
+            return None
+        slope = line[0]
+    else:  # a short run: two or three samples while it stepped, their ends
+        slope = (during[-1][1] - during[0][1]) / (during[-1][0] - during[0][0])
     rise = slope * (during[-1][0] - during[0][0])
     return slope if slope > 0 and rise > SETTLED_SHARE * max(v for _, v in during) else 0.0
 
@@ -384,18 +388,18 @@ def _step(series: Sequence[tuple[float, int]]) -> tuple[int, int]:
 
 
 def _growth(series: Sequence[tuple[float, int]], peak: int) -> tuple[float, bool]:
-    """Bytes per second over the second half of the run (after the load), and whether it had settled."""
-    if len(series) < 2 * MIN_GROWTH_POINTS:
+    """Bytes per second over the second half of the run (after the load), and whether it had settled: it grew
+    less than SETTLED_SHARE of its peak over the last third. Too few samples for a line through the second half
+    (a short probe) is not a plateau: a series still rising at its end grows at the rate of its last third."""
+    third = series[len(series) * 2 // 3 :]
+    if len(third) < 2 or third[-1][1] - third[0][1] <= SETTLED_SHARE * max(peak, 1):
         return 0.0, True
     half = series[len(series) // 2 :]
-    if len(half) < MIN_GROWTH_POINTS or half[-1][0] - half[0][0] < MIN_GROWTH_SPAN:
-        return 0.0, True
-    line = fit([(t, float(v)) for t, v in half])
-    slope = max(0.0, line[0]) if line else 0.0
-    third = series[len(series) * 2 // 3 :]
-    grew = third[-1][1] - third[0][1]
-    settled = grew <= SETTLED_SHARE * max(peak, 1)
-    return (0.0 if settled else slope), settled
+    if len(half) >= MIN_GROWTH_POINTS and half[-1][0] - half[0][0] >= MIN_GROWTH_SPAN:
+        line = fit([(t, float(v)) for t, v in half])
+        return (max(0.0, line[0]) if line else 0.0), False
+    span = third[-1][0] - third[0][0]
+    return ((third[-1][1] - third[0][1]) / span if span > 0 else 0.0), False
 
 
 def build(traces: Sequence[Trace], job: Sequence[JobPoint] = (), steps: StepClock | None = None) -> Model:

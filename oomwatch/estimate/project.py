@@ -106,16 +106,56 @@ def _each(role: Role, model: Model, scale: Scale, steps: StepClock | None = None
             curve = _along_epoch(role, measured / asked)
     extra = 0.0
     if scale.seconds is not None and role.growth > 0:
-        extra = role.growth * share * max(0.0, scale.seconds - _grown_until(model, steps))
+        filled = _filled_later(role, model, scale, steps, share)
+        if filled is not None:
+            extra = filled
+        else:
+            extra = role.growth * share * max(0.0, scale.seconds - _grown_until(model, steps))
     widen = GROWING_WIDEN * extra if not role.settled else 0.0
+    # grown by time alone (no step counter: loading or accumulating, the samples cannot tell): it may stop at once
+    below = extra if steps is None else widen
 
     def scaled(value: float) -> float:
         return role.start + max(0.0, value - role.start) * share
 
     if curve is not None:  # each holds what one measured held when it had loaded that share of its data
         ratio = curve / role.peak if role.peak > 0 else 1.0
-        return curve + extra, role.low * ratio + extra - widen, role.high * ratio + extra + widen
-    return scaled(role.peak) + extra, scaled(role.low) + extra - widen, scaled(role.high) + extra + widen
+        return curve + extra, role.low * ratio + extra - below, role.high * ratio + extra + widen
+    return scaled(role.peak) + extra, scaled(role.low) + extra - below, scaled(role.high) + extra + widen
+
+
+def loaded(slots: float, epochs: float) -> float:
+    """The share of the data one of ``slots`` processes has loaded after ``epochs`` (fractional: part of an epoch
+    done), each epoch's samples dealt out at random among them: 1 - (1 - 1/slots)^k (1 - f/slots), for k whole
+    epochs and a part f of the next."""
+    if slots < 1 or epochs <= 0:
+        return 0.0
+    k = math.floor(epochs)
+    return 1.0 - (1.0 - 1.0 / slots) ** k * (1.0 - (epochs - k) / slots)
+
+
+def _slots(role: Role, scale: Scale) -> float:
+    """Among how many of ``role`` one copy of the data is dealt out at ``scale``: a worker's share of its rank's,
+    a rank's (a DistributedSampler's) or its manager's of the ranks'."""
+    if role.role == "dataloader_worker":
+        return float(max(1, scale.ranks) * max(1, scale.workers))
+    return float(max(1, scale.ranks))
+
+
+def _filled_later(role: Role, model: Model, scale: Scale, steps: StepClock | None, share: float) -> float | None:
+    """What a role that fills with the samples it loads (a cache, pages un-shared one sample at a time) adds from
+    the end of the measured run to the end of the full one: its rise since the first step, times how much more of
+    the data it will have loaded by then (``loaded``: all of it, for a manager, once an epoch is done). None when
+    it is no such role, or the epoch's steps are not known (then it grows at its rate)."""
+    if not role.split or steps is None or not steps.total or scale.seconds is None:
+        return None
+    slots = _slots(role, scale)
+    now, then = steps.last[1] / steps.total, max(0.0, steps.step_at(scale.seconds)) / steps.total
+    if now <= 0 or then <= now:
+        return 0.0
+    base = role.at_first_step if role.at_first_step is not None else role.start
+    rise = max(0.0, role.peak - base) * share
+    return rise * (loaded(slots, then) / loaded(slots, now) - 1.0)
 
 
 def _along_epoch(role: Role, part: float) -> float | None:
@@ -219,4 +259,8 @@ def _assumptions(model: Model, scale: Scale, steps: StepClock | None) -> Iterato
         yield (f"{', '.join(sorted(growing))} still grew at the end of the run: "
                + ("the growth is extended to the full run's length" if scale.seconds is not None
                   else "give the full run's length (--duration or --steps) to extend it"))  # fmt: skip
+        if scale.seconds is not None and steps is None:
+            yield ("no training step was counted in the run's output, so whether it was still loading (it stops) "
+                   "or accumulating (it goes on) is not known: the interval runs from what it held at the end to "
+                   "its growth going on for the full run")  # fmt: skip
     yield from model.notes

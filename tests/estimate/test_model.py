@@ -10,7 +10,7 @@ from oomwatch.engine.progress import Progress
 from oomwatch.estimate.fixes import fixed_models, seen_mechanisms
 from oomwatch.estimate.inputs import EstimateInputError, from_report
 from oomwatch.estimate.model import JobPoint, Point, Trace, build
-from oomwatch.estimate.project import Scale, project
+from oomwatch.estimate.project import Scale, loaded, project
 from oomwatch.estimate.steps import clock
 
 MIB = 1 << 20
@@ -263,3 +263,38 @@ def test_a_bounded_caches_worker_stays_where_its_growth_over_the_epoch_meets_the
     assert "meets the epoch's start" in assumption
     ((_, _, unknown, _),) = fixed_models(build([main, cache]), ["unbounded_cache"])
     assert unknown.roles["dataloader_worker"].peak == 50 * MIB  # without the epoch: its first sample
+
+
+def test_a_short_run_still_rising_at_its_end_has_not_settled():
+    # 3 s of samples (a probe stopped early): too few for a line through its second half, still rising
+    rank = trace(10, "rank", [100 * MIB + i * 20 * MIB for i in range(7)], rank=0)
+    r = build([rank]).roles["rank"]
+    assert not r.settled and r.growth == pytest.approx(40 * MIB)  # its last third: 20 MiB a sample, 2 a second
+    full = project(build([rank]), Scale(ranks=1, workers=0, seconds=10.0))
+    assert full.shares[0].each == pytest.approx(220 * MIB + 40 * MIB * (10.0 - 3.0), rel=0.01)
+    # no step was counted: loading or accumulating is not known, so the interval reaches down to what it held
+    assert full.low <= 220 * MIB + build([rank]).shared_unreclaimable and full.high > full.needed
+    assert any("whether it was still loading (it stops) or accumulating" in a for a in full.assumptions)
+    # one that rose and held is settled, however short
+    held = trace(10, "rank", [100 * MIB, 300 * MIB, 300 * MIB, 300 * MIB, 300 * MIB, 300 * MIB], rank=0)
+    assert build([held]).roles["rank"].settled
+
+
+def test_a_manager_filling_with_the_samples_stops_when_the_epoch_has_been_loaded():
+    """A manager's cache of the samples every worker loads: 10 MiB a step over the first 20 of 40-step epochs
+    when the probe stopped. The full run of 100 steps (2.5 epochs) holds the whole epoch's data once: 40 steps'
+    worth, not 100; a worker's own cache (one of 4 slots) keeps filling over the epochs as it gets samples it
+    had not had."""
+    rank = trace(10, "rank", [300 * MIB] * 24, rank=0)
+    manager = trace(11, "manager", [20 * MIB + max(0, min(i - 2, 20)) * 10 * MIB for i in range(24)])
+    bar = Progress(tuple((i * 0.5, i - 2) for i in range(2, 23)), total=40, rule="progress_bar")
+    ticks = clock(bar, 0.0)
+    assert ticks is not None
+    model = build([rank, manager], steps=ticks)
+    m = model.roles["manager"]
+    assert m.split and m.at_first_step == 20 * MIB
+    full = project(model, Scale(ranks=1, workers=0, seconds=ticks.seconds_at(100), steps=100), steps=ticks)
+    each = dict((s.role, s.each) for s in full.shares)
+    assert each["manager"] == pytest.approx(20 * MIB + 400 * MIB, rel=0.02)  # the epoch's 40 steps, once
+    assert loaded(1, 0.5) == 0.5 and loaded(1, 2.5) == 1.0
+    assert loaded(4, 2.5) == pytest.approx(1 - 0.75**2 * (1 - 0.5 / 4))
