@@ -30,7 +30,7 @@ from oomwatch.agent.sample.sampler import Sampler
 from oomwatch.agent.serve.exporter import AgentCollector, registry_for
 from oomwatch.agent.serve.http import MetricsServer
 from oomwatch.agent.serve.webconfig import WebConfig, load_web_config
-from oomwatch.agent.steps import StepWatch
+from oomwatch.agent.steps import InThread, StepWatch
 from oomwatch.agent.watch.exits import ExitWatcher
 from oomwatch.agent.watch.journal import JOURNAL, JournalWatcher, journal_readable
 from oomwatch.agent.watch.kmsg import KmsgWatcher
@@ -83,7 +83,7 @@ class Agent:
         self.watcher: KmsgWatcher | LogFileWatcher | JournalWatcher | None = None
         self.exits: ExitWatcher | None = None
         self.counter_kills: CounterKills | None = None  # incidents from the counters, without a kernel log
-        self.steps: StepWatch | None = None  # the jobs' step counters in their output, for the history
+        self.steps: InThread | None = None  # the jobs' step counters in their output, for the history
 
     def _open_state(self) -> None:
         """History, incidents and the kernel-log watcher; each missing piece is said once, and the
@@ -102,7 +102,7 @@ class Agent:
         self.incidents = Incidents(state, self.history, proc=self.paths.proc, read_code=self.config.read_code)
         self.collector.incidents = self.incidents
         incidents = self.incidents
-        self.steps = StepWatch(incidents.step_rules, self.paths.proc)
+        self.steps = InThread(StepWatch(incidents.step_rules, self.paths.proc))
         if self.config.kernel_log is not None and str(self.config.kernel_log) == JOURNAL:
             why = journal_readable()
             if why is not None:
@@ -235,7 +235,7 @@ class Agent:
                 self.incidents.observe(tick)
                 self.incidents.flush()
                 if self.steps is not None:  # the jobs' step counters, from their output files (where located)
-                    marks = self.steps.read(tick.time, self.incidents.outputs_located())
+                    marks = self.steps.offer(tick.time, self.incidents.outputs_located())
                     tick = replace(tick, steps=tuple(marks))
             if self.counter_kills is not None:
                 self.counter_kills.observe(tick)

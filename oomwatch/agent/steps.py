@@ -8,12 +8,17 @@ Honest about time: a line is dated by the tick that found it, so a job whose out
 print to a file: 8 KiB at a time) shows its steps in lumps; a file first seen is read from its end on (what it
 held already is not dated now); a line not ended yet waits for its end (a cut "step 12" of "step 1234" would
 read as a new epoch). A file that shrank (truncated, rewritten) is read again from its start.
+
+The files are read in a thread of their own (``InThread``): a log on a file system that hangs (a lost NFS
+server) holds that thread, never the sampler's ticks.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +27,8 @@ from oomwatch.agent.incidents.joboutput import OutputFile
 from oomwatch.agent.tick import StepMark
 from oomwatch.engine.progress import Count, counts
 from oomwatch.engine.rules.activity_rules import StepRule
+
+log = logging.getLogger("oomwatch.agent")
 
 READ_MAX = 256 << 10  # bytes of a file read in one tick at most; past it, its end (the counter's latest)
 PARTIAL_MAX = 8 << 10  # a line not ended yet is kept at most this long (a bar redrawn with \r ends each time)
@@ -114,3 +121,41 @@ class StepWatch:
             cut = min((i for i in (raw.find(b"\n"), raw.find(b"\r")) if i >= 0), default=len(raw) - 1)
             raw = raw[cut + 1 :]  # from the first whole line on
         return raw
+
+
+class InThread:
+    """A ``StepWatch`` read in a thread of its own. Each tick ``offer`` hands it the jobs' files and takes the
+    marks it finished since; a request it has not begun is replaced by the newer one (a stuck read costs only
+    the marks it would have made)."""
+
+    def __init__(self, watch: StepWatch) -> None:
+        self.watch = watch
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._pending: tuple[float, Mapping[str, Sequence[OutputFile]]] | None = None
+        self._ready: list[StepMark] = []
+        self._thread = threading.Thread(target=self._run, name="oomwatch-steps", daemon=True)
+        self._thread.start()
+
+    def offer(self, now: float, located: Mapping[str, Sequence[OutputFile]]) -> list[StepMark]:
+        with self._lock:
+            self._pending = (now, located)
+            ready, self._ready = self._ready, []
+        self._wake.set()
+        return ready
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            with self._lock:
+                request, self._pending = self._pending, None
+            if request is None:
+                continue
+            try:
+                marks = self.watch.read(*request)
+            except Exception:  # a bug must not end the thread: the next tick tries again
+                log.exception("reading the jobs' step counters failed")
+                continue
+            with self._lock:
+                self._ready.extend(marks)

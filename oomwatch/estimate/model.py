@@ -216,8 +216,10 @@ def process_model(
     values = [v for _, v in series]
     peak = max(values)
     base, step = _step(series)
-    growth, settled = _growth(series, peak)
-    per_step = _per_step(series, steps) if steps is not None else None
+    # a last sample taken as it exited (its memory already going back) is not what it held: left out of the slopes
+    sloped = series[:-1] if len(series) >= 3 and series[-1][1] < (1 - SETTLED_SHARE) * series[-2][1] else series
+    growth, settled = _growth(sloped, peak)
+    per_step = _per_step(sloped, steps) if steps is not None else None
     if steps is not None and per_step is not None:  # the growth while it stepped (not diluted by start and end)
         growth, settled = per_step * steps.rate, per_step <= 0
     at_peak = None

@@ -7,15 +7,17 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 import pytest
 
 from oomwatch.agent.incidents.joboutput import OutputFile
-from oomwatch.agent.steps import READ_MAX, StepWatch
+from oomwatch.agent.steps import READ_MAX, InThread, StepWatch
+from oomwatch.agent.tick import StepMark
 from oomwatch.engine.rules.loader import load_rules
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.conftest import run_oomwatch
@@ -98,6 +100,42 @@ def test_nothing_is_read_before_the_rules_are_loaded_and_a_forgotten_job_starts_
     # a file replaced under the same descriptor number is not the one located
     other = OutputFile(out.path, out.pid, out.fd, out.dev, out.ino + 1)
     assert watch.read(5.0, {"k": [other]}) == []
+
+
+class _Hanging(StepWatch):
+    """A watch whose reads wait for ``go`` (a log on a file system that stopped answering)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: RULES)
+        self.go = threading.Event()
+        self.asked: list[float] = []
+
+    def read(self, now: float, located: Mapping[str, Sequence[OutputFile]]) -> list[StepMark]:
+        self.asked.append(now)
+        self.go.wait(10)
+        return [StepMark(now, "j", "step_word", "", None, int(now))]
+
+
+def test_a_read_that_hangs_holds_its_own_thread_not_the_ticks() -> None:
+    hanging = _Hanging()
+    steps = InThread(hanging)
+    assert steps.offer(1.0, {}) == []
+    deadline = time.monotonic() + 5
+    while not hanging.asked and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert hanging.asked == [1.0]  # its thread is in the read that hangs
+    started = time.monotonic()
+    for t in range(2, 6):  # four more ticks meanwhile: each offer returns at once, with nothing
+        assert steps.offer(float(t), {}) == []
+    assert time.monotonic() - started < 1.0
+    hanging.go.set()
+    got: list[StepMark] = []
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(m.time == 9.0 for m in got):
+        got += steps.offer(9.0, {})
+        time.sleep(0.05)
+    # the hung read's marks first; the ticks offered while it hung were replaced by the newest (none is queued up)
+    assert got[0].time == 1.0 and not {2.0, 3.0, 4.0} & set(hanging.asked), (got, hanging.asked)
 
 
 # a rank (its launcher's environment) keeping 4 MiB of every step, printing its step to a file as it goes

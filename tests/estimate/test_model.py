@@ -298,3 +298,13 @@ def test_a_manager_filling_with_the_samples_stops_when_the_epoch_has_been_loaded
     assert each["manager"] == pytest.approx(20 * MIB + 400 * MIB, rel=0.02)  # the epoch's 40 steps, once
     assert loaded(1, 0.5) == 0.5 and loaded(1, 2.5) == 1.0
     assert loaded(4, 2.5) == pytest.approx(1 - 0.75**2 * (1 - 0.5 / 4))
+
+
+def test_a_last_sample_taken_as_it_exited_is_left_out_of_its_growth():
+    climb = [100 * MIB + i * 8 * MIB for i in range(30)]
+    exiting = trace(10, "rank", [*climb, 150 * MIB], rank=0)  # its memory already going back
+    bar = Progress(tuple((i * 0.5, i) for i in range(31)), total=None, rule="step_word")
+    ticks = clock(bar, 0.0)
+    assert ticks is not None
+    r = build([exiting], steps=ticks).roles["rank"]
+    assert r.per_step == pytest.approx(8 * MIB, rel=0.01) and not r.settled
