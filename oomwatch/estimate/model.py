@@ -274,8 +274,7 @@ def _around_steps(series: Sequence[tuple[float, int]], steps: StepClock) -> tupl
 def _per_step(series: Sequence[tuple[float, int]], steps: StepClock) -> float | None:
     """Bytes its private set grew by per step over the later half of the steps (after any warm-up), from a
     line through (step, private bytes) (with fewer than MIN_GROWTH_POINTS samples then, their ends); None when it
-    was sampled fewer than twice then. Growing less than
-    SETTLED_SHARE of its size over those steps is no growth."""
+    was sampled fewer than twice then. Growing less than SETTLED_SHARE of its size over those steps is no growth."""
     mid = (steps.first[0] + steps.last[0]) / 2
     during = [(steps.step_at(t - steps.started), v) for t, v in series if mid <= t - steps.started <= steps.last[0]]
     if len(during) < 2 or during[-1][0] - during[0][0] <= 0:

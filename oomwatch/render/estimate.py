@@ -143,6 +143,18 @@ def _projection_json(p: Projection) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _what_if_json(w: WhatIf, p: Projection) -> dict[str, Any]:
+    share = w.share(p)
+    return {
+        "cause": w.cause,
+        "fix": w.change,
+        "assumption": w.assumption,
+        "holds_bytes": round(w.takes(p)),
+        "share": None if share is None else round(share, 4),
+        "projection": _projection_json(w.projection),
+    }
+
+
 def render_json(
     model: Model, p: Projection, what_ifs: list[WhatIf], source: str, steps: StepClock | None = None
 ) -> str:
@@ -160,10 +172,6 @@ def render_json(
                                                  "last": steps.last[1], "rule": steps.rule},
         },
         "projection": _projection_json(p),
-        "what_if": [{"cause": w.cause, "fix": w.change, "assumption": w.assumption,
-                     "holds_bytes": round(w.takes(p)),
-                     "share": None if w.share(p) is None else round(w.share(p) or 0.0, 4),
-                     "projection": _projection_json(w.projection)}
-                    for w in what_ifs],
+        "what_if": [_what_if_json(w, p) for w in what_ifs],
     }  # fmt: skip
     return json.dumps(doc, indent=2) + "\n"

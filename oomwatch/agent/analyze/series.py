@@ -112,9 +112,8 @@ def private(s: Series) -> tuple[str, list[tuple[float, int]], int]:
             out.append((t, u))
             if isinstance(a, int):
                 read = (u, a)
-        elif isinstance(a, int) and (read or first) is not None:
-            base_uss, base_anon = read or first  # type: ignore[misc]
-            out.append((t, max(0, base_uss + a - base_anon)))
+        elif isinstance(a, int) and (base := read or first) is not None:
+            out.append((t, max(0, base[0] + a - base[1])))
             estimated += 1
     return "USS", out, estimated
 
