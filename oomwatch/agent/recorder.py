@@ -88,7 +88,10 @@ class Recorder:
         # swap and pressure of the node, each tick, the last NODE_POINTS (the analyzers' input)
         self.node: deque[dict[str, Any]] = deque(maxlen=NODE_POINTS)
 
-    def add(self, tick: Tick) -> None:
+    def add(self, tick: Tick, peaks: tuple[dict[int, int], dict[str, int]] | None = None) -> None:
+        """One tick; ``peaks``: the highest anonymous memory of each pid and anon + shmem of each cgroup read
+        between the last tick and this one (agent/peaks.py), kept beside the tick's own figures."""
+        procs, groups = peaks or ({}, {})
         alive = set()
         for p in tick.processes:
             alive.add(p.pid)
@@ -100,9 +103,15 @@ class Recorder:
             fresh = p.smaps_time is None or self._smaps_read.get(p.pid) != p.smaps_time
             self._smaps_read[p.pid] = p.smaps_time
             uss, pss, rchar = (p.uss, p.pss, p.rchar) if fresh else (None, None, None)
-            self.trails.setdefault(p.pid, Trail()).add((tick.time, uss, pss, p.rss, p.anon, p.shmem, rchar))
+            top = _highest(procs.get(p.pid), p.anon)
+            if top is not None and top > s.peak.get("anon", -1):
+                s.peak["anon"] = top
+            self.trails.setdefault(p.pid, Trail()).add((tick.time, uss, pss, p.rss, p.anon, p.shmem, rchar, top))
         for c in tick.cgroups:
-            self.cgroup_trails.setdefault(c.path, Trail()).add((tick.time, c.usage, c.anon, c.shmem, c.file, c.limit))
+            now = None if c.anon is None and c.shmem is None else (c.anon or 0) + (c.shmem or 0)
+            self.cgroup_trails.setdefault(c.path, Trail()).add(
+                (tick.time, c.usage, c.anon, c.shmem, c.file, c.limit, _highest(groups.get(c.path), now))
+            )
         for pid, s in self.seen.items():
             if pid not in alive:
                 s.gone = True
@@ -142,8 +151,9 @@ class Recorder:
         if job is not None and job in self.cgroup_trails:
             cgroup = {"path": job, "points": [list(pt) for pt in self.cgroup_trails[job].points]}
         return {
-            "process_columns": ["time", "uss", "pss", "rss", "anon", "shmem", "rchar"],
-            "cgroup_columns": ["time", "usage", "anon", "shmem", "file", "limit"],
+            # anon_peak, unreclaimable_peak: the highest since the previous point (read every 20 ms between them)
+            "process_columns": ["time", "uss", "pss", "rss", "anon", "shmem", "rchar", "anon_peak"],
+            "cgroup_columns": ["time", "usage", "anon", "shmem", "file", "limit", "unreclaimable_peak"],
             "processes": processes,
             "cgroup": cgroup,
         }
@@ -176,6 +186,13 @@ class Recorder:
                 out.append({"time": t, "pid": pid, "role": s.last.role, "rank": s.last.rank, "comm": s.last.comm,
                             "rss": rss, "anon": anon, "uss": uss, "rchar": rchar})  # fmt: skip
         return out
+
+
+def _highest(between: int | None, now: int | None) -> int | None:
+    """The highest of what was read between ticks and what the tick read."""
+    if between is None:
+        return now
+    return between if now is None else max(between, now)
 
 
 @dataclass

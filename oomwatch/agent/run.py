@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from oomwatch.agent.analyze.job import analyze, programs
+from oomwatch.agent.peaks import PeakWatch
 from oomwatch.agent.recorder import Recorder, RunResult
 from oomwatch.agent.sample.jobcode import CodeRef, locate_code
 from oomwatch.agent.sample.jobcode import read_code as read_code_of
@@ -76,6 +77,7 @@ class Capture:
                 self._sink.write(chunk)
                 self._sink.flush()
             self._keep(chunk)
+        self._source.close()  # at its end: the pipe is the capture's to close
 
     def _keep(self, chunk: bytes) -> None:
         self.written += len(chunk)
@@ -131,10 +133,11 @@ def run_command(
     forwarded = _forward_signals(proc)
     sampler = Sampler(paths, pss_budget=pss_budget, top_n=0, subtree=proc.pid)
     recorder = Recorder()
+    peaks = PeakWatch(paths).start()
     try:
         deadline = started + stop_after if stop_after is not None else None
         code = _sample_until_exit(
-            proc, sampler, recorder, kmsg, records, interval, paths.proc if read_code else None, deadline
+            proc, sampler, recorder, kmsg, records, interval, paths.proc if read_code else None, deadline, peaks
         )
         if proc.returncode is None:  # the probe's time is up
             _stop_tree(proc, recorder, paths)
@@ -142,12 +145,13 @@ def run_command(
         returncode = proc.returncode
         # the kernel's report is written before the victim's parent sees it die; give it a moment
         time.sleep(0.05)
-        recorder.add(sampler.tick())
+        recorder.add(sampler.tick(), peaks.take())
         if kmsg is not None:
             records.extend(kmsg.read_available())
             if kmsg.lost:
                 notes.append(f"{kmsg.lost} kernel log record(s) were overwritten before they could be read")
     finally:
+        peaks.close()
         sampler.close()
         if kmsg is not None:
             kmsg.close()
@@ -211,14 +215,17 @@ def _sample_until_exit(
     interval: float,
     code_in: Path | None,
     deadline: float | None = None,
+    peaks: PeakWatch | None = None,
 ) -> CodeRef | None:
     """Sample the command's tree every ``interval`` until it exits (or the monotonic ``deadline`` passes),
     reading the kernel log as it goes; the code it runs is located under ``code_in`` (the host's /proc; None:
-    not read)."""
+    not read). ``peaks``: what it read between the ticks goes with each tick, and it is told what to watch."""
     code: CodeRef | None = None
     while True:
         tick = sampler.tick()
-        recorder.add(tick)
+        recorder.add(tick, peaks.take() if peaks is not None else None)
+        if peaks is not None:
+            peaks.watch([p.pid for p in tick.processes], sampler.memory_dirs)
         if code_in is not None and code is None:  # the script, from the first launcher or rank that names one
             code = locate_code([p.pid for p in tick.processes if p.role in ("launcher", "rank")], code_in)
         if kmsg is not None:

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from oomwatch.agent.sample.discovery import Member, classify, kept_managers, memory_cgroup_path
 from oomwatch.agent.sample.gpu import GpuCollector
@@ -66,6 +67,7 @@ class Sampler:
         self._results: list[CollectorResult] = []
         self._classified = False
         self.classify_runs = 0  # how often role discovery ran (it runs only on changes that matter)
+        self.memory_dirs: dict[str, Path] = {}  # the last tick's cgroups: path -> the folder of their memory files
 
     def close(self) -> None:
         self.table.close()
@@ -122,7 +124,9 @@ class Sampler:
         processes = tuple(self._sample(t) for t in scope)
         cgroups: tuple[CgroupSample, ...] = ()
         with self._collector("cgroups"):
-            cgroups = self.cgroups.collect(self._groups(processes))
+            groups = self._groups(processes)
+            self.memory_dirs = {path: where.directory for path, (where, _) in groups.items()}
+            cgroups = self.cgroups.collect(groups)
         node: NodeSample | None = None
         with self._collector("node"):
             node = collect_node(self.paths, self.notices)

@@ -1,0 +1,120 @@
+"""Between the sampler's ticks, the highest memory each process and each job cgroup reached (``oomwatch run``).
+
+A tick reads every process's status, smaps on a CPU budget, the cgroups and the node: a few times a second at
+most. A checkpoint being loaded, a DDP rank's broadcast buffers, a collate's batch come and go faster than
+that, and they are what an OOM kill and the size a job needs are decided by. ``PeakWatch`` reads two cheap
+files in a thread of its own, every ``interval`` (20 ms): ``/proc/PID/statm`` of each process the last tick saw
+(its anonymous memory: resident less shared, in pages) and the ``memory.stat`` of each cgroup it saw (anonymous
+and shmem pages); ``take()`` hands the highest of each since the last call to the tick that follows, and starts
+again. A pid that exits between ticks is skipped until the next tick names the pids again.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from oomwatch.paths import HostPaths
+from oomwatch.procfs.statm import PAGE_SIZE, parse_statm
+
+INTERVAL = 0.02  # seconds between readings
+# memory.stat keys of the memory that cannot be reclaimed: v1 (with the children's, as the sampler reads it), v2
+_ANON_KEYS = (("total_rss", "rss"), ("anon",))
+_SHMEM_KEYS = (("total_shmem", "shmem"), ("shmem",))
+
+
+def unreclaimable(stat_text: str) -> int | None:
+    """Anonymous + shmem bytes of a ``memory.stat`` text (v1 or v2); None when it names neither."""
+    values: dict[str, int] = {}
+    for line in stat_text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            values[key] = int(value)
+    anon = next((values[k] for keys in _ANON_KEYS for k in keys if k in values), None)
+    shmem = next((values[k] for keys in _SHMEM_KEYS for k in keys if k in values), None)
+    if anon is None and shmem is None:
+        return None
+    return (anon or 0) + (shmem or 0)
+
+
+class PeakWatch:
+    """The highest anonymous memory of each watched pid and anon + shmem of each watched cgroup, read every
+    ``interval`` in a thread of its own until ``close()``."""
+
+    def __init__(self, paths: HostPaths | None = None, interval: float = INTERVAL, page_size: int = 0) -> None:
+        self.paths = paths or HostPaths()
+        self.interval = interval
+        self.page_size = page_size or _page_size()
+        self._lock = threading.Lock()
+        self._pids: tuple[int, ...] = ()
+        self._cgroups: tuple[tuple[str, Path], ...] = ()
+        self._procs: dict[int, int] = {}
+        self._groups: dict[str, int] = {}
+        self.readings = 0  # rounds of readings made (for tests and the notes)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, pids: Iterable[int], cgroups: Mapping[str, Path]) -> None:
+        """What to read from now on: these pids, and these cgroups (path -> the folder of their memory.stat)."""
+        with self._lock:
+            self._pids = tuple(pids)
+            self._cgroups = tuple(cgroups.items())
+
+    def take(self) -> tuple[dict[int, int], dict[str, int]]:
+        """(pid -> highest anonymous bytes, cgroup path -> highest anon + shmem bytes) since the last take."""
+        with self._lock:
+            procs, groups = self._procs, self._groups
+            self._procs, self._groups = {}, {}
+        return procs, groups
+
+    def read_once(self) -> None:
+        """One round of readings (the thread's loop makes one every ``interval``)."""
+        with self._lock:
+            pids, cgroups = self._pids, self._cgroups
+        procs: dict[int, int] = {}
+        for pid in pids:
+            try:
+                statm = parse_statm((self.paths.proc / str(pid) / "statm").read_text(), self.page_size)
+            except OSError:  # it exited (or its pid is not ours to read)
+                continue
+            if statm.resident is not None and statm.shared is not None:
+                procs[pid] = max(0, statm.resident - statm.shared)
+        groups: dict[str, int] = {}
+        for path, folder in cgroups:
+            try:
+                value = unreclaimable((self.paths.cgroup / folder / "memory.stat").read_text())
+            except OSError:
+                continue
+            if value is not None:
+                groups[path] = value
+        with self._lock:
+            for pid, v in procs.items():
+                if v > self._procs.get(pid, -1):
+                    self._procs[pid] = v
+            for path, v in groups.items():
+                if v > self._groups.get(path, -1):
+                    self._groups[path] = v
+            self.readings += 1
+
+    def start(self) -> PeakWatch:
+        self._thread = threading.Thread(target=self._loop, name="oomwatch-peaks", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.read_once()
+
+
+def _page_size() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return PAGE_SIZE
