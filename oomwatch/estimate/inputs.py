@@ -52,8 +52,9 @@ def from_report(doc: Mapping[str, Any], source: str) -> Recorded:
         for pt in proc.get("points") or ():
             if isinstance(pt, list) and len(pt) >= 6 and isinstance(pt[0], (int, float)):
                 rchar = _int(pt[6]) if len(pt) >= 7 else None
+                top = _int(pt[7]) if len(pt) >= 8 else None  # reports before the 20 ms readings lack it
                 uss, pss, rss, anon, shmem = (_int(v) for v in pt[1:6])
-                trace.points.append(Point(float(pt[0]), uss, pss, rss, anon, shmem, rchar))
+                trace.points.append(Point(float(pt[0]), uss, pss, rss, anon, shmem, rchar, top))
         if trace.points:
             traces.append(trace)
     if not traces:
@@ -64,7 +65,8 @@ def from_report(doc: Mapping[str, Any], source: str) -> Recorded:
     if isinstance(cgroup, Mapping):
         for pt in cgroup.get("points") or ():
             if isinstance(pt, list) and len(pt) >= 6 and isinstance(pt[0], (int, float)):
-                job.append(JobPoint(float(pt[0]), _int(pt[1]), _int(pt[2]), _int(pt[3]), _int(pt[4])))
+                top = _int(pt[6]) if len(pt) >= 7 else None
+                job.append(JobPoint(float(pt[0]), _int(pt[1]), _int(pt[2]), _int(pt[3]), _int(pt[4]), top))
                 limit = _int(pt[5]) or limit
     found = doc.get("diagnosis")
     diagnosis: Mapping[str, Any] = found if isinstance(found, Mapping) else {}

@@ -43,6 +43,7 @@ class Point:
     anon: int | None
     shmem: int | None = None
     rchar: int | None = None  # bytes it had read so far (read with smaps: None between readings)
+    anon_peak: int | None = None  # the highest anonymous memory since the previous sample (None: not read)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,13 @@ class JobPoint:
     anon: int | None
     shmem: int | None
     file: int | None = None
+    peak: int | None = None  # the highest anon + shmem since the previous sample (None: not read between samples)
+
+    @property
+    def unreclaimable(self) -> int:
+        """Anon + shmem now, or the highest it reached since the previous sample when that was read."""
+        now = (self.anon or 0) + (self.shmem or 0)
+        return max(now, self.peak) if self.peak is not None else now
 
 
 @dataclass
@@ -72,6 +80,14 @@ class Trace:
         sample's USS is the nearest earlier reading plus the anonymous memory's change since. With no USS
         reading at all, the anonymous memory itself."""
         return _carried(self.points, "uss", "anon")
+
+    def private_peaks(self) -> list[tuple[float, int]]:
+        """(time, private bytes) at the highest moment since the previous sample: ``private()`` plus how far
+        its anonymous memory rose above this sample's between the two (a load's transient peak, read every
+        20 ms by ``oomwatch run``); ``private()`` itself where that was not read."""
+        tops = {p.time: p.anon_peak - p.anon for p in self.points
+                if p.anon_peak is not None and p.anon is not None and p.anon_peak > p.anon}  # fmt: skip
+        return [(t, v + tops.get(t, 0)) for t, v in self.private()]
 
     def proportional(self) -> list[tuple[float, int]]:
         """(time, PSS bytes) at every sample, carried between readings by the RSS's change (else the RSS)."""
@@ -111,7 +127,7 @@ class ProcessModel:
     start: int  # private bytes at its first sample
     base: int  # before its steepest climb
     step: int  # its steepest climb over STEP_WINDOW seconds: what it loaded
-    peak: int  # its largest private set
+    peak: int  # its largest private set (with what it rose to between samples, when that was read)
     last: int
     growth: float  # bytes per second over the last part of the run (0 when it did not grow)
     settled: bool  # whether it had stopped growing by the end
@@ -215,6 +231,8 @@ def process_model(
         return None
     values = [v for _, v in series]
     peak = max(values)
+    # its largest private set and the one when the job held the most, with what it rose to between samples
+    tops = trace.private_peaks()
     base, step = _step(series)
     # a last sample taken as it exited (its memory already going back) is not what it held: left out of the slopes
     sloped = series[:-1] if len(series) >= 3 and series[-1][1] < (1 - SETTLED_SHARE) * series[-2][1] else series
@@ -224,14 +242,15 @@ def process_model(
         growth, settled = per_step * steps.rate, per_step <= 0
     at_peak = None
     if peak_time is not None and series[0][0] <= peak_time + ALIVE_SLACK and series[-1][0] >= peak_time - ALIVE_SLACK:
-        at_peak = min(series, key=lambda tv: abs(tv[0] - peak_time))[1]
+        at_peak = min(tops, key=lambda tv: abs(tv[0] - peak_time))[1]
     k = _climb_start(series)
     peak_at = series[values.index(peak)][0]
     own = _own(trace, parent, peak, steps) if role_of(trace) == "dataloader_worker" else None
     epochs = steps.epochs_between(series[0][0] - steps.started, series[-1][0] - steps.started) if steps else 1
     first_step, after = _around_steps(series, steps) if steps is not None else (None, 0)
     by_epoch = _by_epoch(series, steps) if steps is not None else ()
-    return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step, peak, values[-1],
+    return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step,
+                        max(v for _, v in tops), values[-1],
                         growth, settled, at_peak, trace.read(), _allocated(trace, values[0], peak),
                         _filled_at(series, values[0], peak), values[k],
                         _read_between(trace, series[k][0], peak_at), own, per_step, epochs, first_step,
@@ -453,7 +472,8 @@ def _batches(traces: Sequence[Trace], job: Sequence[JobPoint], shared: int) -> i
     usable = [j for j in job if j.anon is not None]
     if not usable:
         return 0
-    top = max(usable, key=lambda j: (j.anon or 0) + (j.shmem or 0))
+    held = _held(traces, usable)
+    top = max(usable, key=lambda j: held[j.time])
     return min(shared, top.shmem or 0)
 
 
@@ -510,8 +530,9 @@ def _once(
         first = usable[0]
         foreign = (first.anon or 0) + (first.shmem or 0) - _near(sums, first.time)[2]
         if foreign <= FOREIGN_ANON:
-            top = max(usable, key=lambda j: (j.anon or 0) + (j.shmem or 0))
-            needed = (top.anon or 0) + (top.shmem or 0)
+            held = _held(traces, usable)
+            top = max(usable, key=lambda j: held[j.time])
+            needed = held[top.time]
             cache = max(max(0, (j.usage or 0) - (j.anon or 0) - (j.shmem or 0)) for j in usable)
             shared = max(0, needed - _near(sums, top.time)[0])
             return shared, cache, max(j.usage or 0 for j in usable), needed, "cgroup", (), top.time, top.shmem or 0
@@ -526,12 +547,29 @@ def _once(
     return max(0, pss - uss), 0, pss, pss, "processes", note, at, shmem
 
 
+def _held(traces: Sequence[Trace], job: Sequence[JobPoint]) -> dict[float, int]:
+    """At each of the job's samples (sorted by time), the anon + shmem it held: at its highest since the previous
+    sample, when that was read and every process alive then was still alive at this one (its processes' own
+    highest are then at this sample: the job's and theirs are of the same moment); else at this sample."""
+    alive: dict[float, set[int]] = {}
+    for t in traces:
+        for p in t.points:
+            alive.setdefault(p.time, set()).add(t.pid)
+    out: dict[float, int] = {}
+    before: set[int] = set()
+    for j in job:
+        now = alive.get(j.time, set())
+        out[j.time] = j.unreclaimable if before <= now else (j.anon or 0) + (j.shmem or 0)
+        before = now
+    return out
+
+
 def _sums(traces: Sequence[Trace]) -> dict[float, tuple[int, int, int]]:
     """At each sample time: the job's (USS, PSS, anonymous + shmem) summed over its processes (USS and PSS
-    carried between their readings)."""
+    carried between their readings; USS at its highest since the previous sample, as each process's peak is)."""
     sums: dict[float, list[int]] = {}
     for t in traces:
-        for at, uss in t.private():
+        for at, uss in t.private_peaks():
             sums.setdefault(at, [0, 0, 0])[0] += uss
         for at, pss in t.proportional():
             sums.setdefault(at, [0, 0, 0])[1] += pss

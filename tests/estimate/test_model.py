@@ -308,3 +308,59 @@ def test_a_last_sample_taken_as_it_exited_is_left_out_of_its_growth():
     assert ticks is not None
     r = build([exiting], steps=ticks).roles["rank"]
     assert r.per_step == pytest.approx(8 * MIB, rel=0.01) and not r.settled
+
+
+def test_a_transient_between_samples_is_in_each_ranks_peak_and_in_the_jobs():
+    # two ranks load a 300 MiB copy and, for less than a sample's interval, a 90 MiB buffer beside it (a DDP
+    # broadcast, a checkpoint's tensors being built): only the 20 ms readings between samples saw it
+    def rank(r: int, between: bool) -> Trace:
+        t = Trace(10 + r, "rank", r, "python")
+        for i in range(30):
+            v = 200 * MIB + (300 * MIB if i >= 8 else 0)
+            top = v + 90 * MIB if i == 12 else v
+            t.points.append(Point(i * 0.5, v, v, v + 60 * MIB, v, 0, None, top if between else None))
+        return t
+
+    def job(between: bool) -> list[JobPoint]:
+        out = []
+        for i in range(30):
+            a = 2 * (200 + (300 if i >= 8 else 0)) * MIB
+            out.append(JobPoint(i * 0.5, usage=a, anon=a, shmem=0, peak=a + 180 * MIB if between and i == 12 else a))
+        return out
+
+    seen = build([rank(0, True), rank(1, True)], job(True))
+    assert seen.roles["rank"].peak == 590 * MIB and seen.measured_needed == 1180 * MIB
+    assert seen.shared_unreclaimable == 0  # the transient is each rank's own, not pages they share
+    four = project(seen, Scale(ranks=4, workers=0))
+    assert four.needed == 4 * 590 * MIB
+    missed = build([rank(0, False), rank(1, False)], job(False))  # a report from before the 20 ms readings
+    assert missed.roles["rank"].peak == 500 * MIB and missed.measured_needed == 1000 * MIB
+    ((_, _, fixed, _),) = fixed_models(seen, ["checkpoint_load_duplication"])
+    assert fixed.roles["rank"].peak == 290 * MIB  # the buffer stays when the copy is memory-mapped
+
+
+def test_a_reports_points_carry_what_was_read_between_them():
+    doc = {"samples": {"processes": [{"pid": 1, "role": "rank", "rank": 0, "comm": "python",
+                                      "points": [[0.0, 10, 10, 20, 10, 0, 5, 40], [1.0, 10, 10, 20, 10, 0, None]]}],
+                       "cgroup": {"path": "/job", "points": [[0.0, 30, 10, 0, 20, 100, 45], [1.0, 30, 10, 0, 20, 100]]}}}  # fmt: skip
+    rec = from_report(doc, "r.json")
+    assert [p.anon_peak for p in rec.traces[0].points] == [40, None]
+    assert [j.peak for j in rec.job] == [45, None] and rec.job[0].unreclaimable == 45 and rec.job[1].unreclaimable == 10
+
+
+def test_a_worker_exiting_between_samples_does_not_make_that_intervals_peak_the_jobs_moment():
+    # a rank of 500 MiB and its worker of 100 MiB, which exits at the epoch's end between samples 10 and 11: the
+    # interval's peak (the worker's last 20 MiB with it) is of a moment whose processes' own peaks are not all
+    # in the sample that follows, so the job's top moment is a sample's own figure there
+    rank = Trace(10, "rank", 0, "python")
+    worker = Trace(11, "dataloader_worker", 0, "pt_data_worker")
+    job = []
+    for i in range(20):
+        rank.points.append(Point(i * 0.5, 500 * MIB, 500 * MIB, 560 * MIB, 500 * MIB, 0, None, 500 * MIB))
+        if i <= 10:
+            worker.points.append(Point(i * 0.5, 100 * MIB, 100 * MIB, 300 * MIB, 100 * MIB, 0, None, 100 * MIB))
+        a = (600 if i <= 10 else 500) * MIB
+        job.append(JobPoint(i * 0.5, usage=a, anon=a, shmem=0, peak=620 * MIB if i == 11 else a))
+    seen = build([rank, worker], job)
+    assert seen.measured_needed == 600 * MIB
+    assert seen.shared_unreclaimable == 0  # not the 120 MiB the exited worker's peak less the rank's alone gives
