@@ -62,8 +62,9 @@ def _shared_copy(model: Model) -> tuple[Model, str]:
 
 
 def _before(role: Role) -> float:
-    """A role's level without what it accumulates: where it stood when the run's first step was counted (what it
-    loaded and built is in; what it kept of each step is not), else where its steady growth began."""
+    """A role's level without what it accumulates: where it stood once the run's first step was done (what it
+    loaded and built, and one step's working set, are in; what it kept of each step is not), else where its
+    steady growth began."""
     return role.at_first_step if role.at_first_step is not None else role.before_growth
 
 

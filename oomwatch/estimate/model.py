@@ -28,7 +28,9 @@ MIN_GROWTH_SPAN = 2.0  # seconds they span, at least
 FOREIGN_ANON = 64 << 20
 FILLING = 0.5  # a process still growing past this share of its life grows with the samples it loads
 KNEE_RATE = 0.5  # a climb goes on back in time while it rises at least this share of its rate
-ALIVE_SLACK = 1.0  # seconds: a process sampled this near the job's peak was alive then
+ALIVE_SLACK = 1.0  # seconds: a process sampled this near the run's first step was alive then
+AT_ONCE = 1e-3  # seconds: samples this near are of one tick (a process alive at the job's peak was sampled at or
+# before it and at or after it: the next epoch's workers, forked just after, were not)
 EPOCH_MARKS = 20  # a process's private set is kept at each 1/EPOCH_MARKS of the first epoch
 
 
@@ -78,8 +80,10 @@ class Trace:
         """(time, private bytes) at every sample. USS is read less often than the rest (smaps on a CPU budget):
         between readings it moves with the anonymous memory (what a process allocates is private), so each
         sample's USS is the nearest earlier reading plus the anonymous memory's change since. With no USS
-        reading at all, the anonymous memory itself."""
-        return _carried(self.points, "uss", "anon")
+        reading at all, the anonymous memory itself. At most its anonymous + shmem memory: USS also counts the
+        file pages only this process maps (a lone rank's libraries), page cache that a second rank shares."""
+        held = {p.time: p.anon + (p.shmem or 0) for p in self.points if p.anon is not None}
+        return [(t, min(v, held.get(t, v))) for t, v in _carried(self.points, "uss", "anon")]
 
     def private_peaks(self) -> list[tuple[float, int]]:
         """(time, private bytes) at the highest moment since the previous sample: ``private()`` plus how far
@@ -141,7 +145,8 @@ class ProcessModel:
     own: int | None = None  # a forked worker: what it allocated itself (beyond the pages its parent shares with it)
     per_step: float | None = None  # bytes its private set grew by each training step (None: no steps known)
     epochs: int = 1  # the run's epochs it lived through (1 when the epochs are not known)
-    at_first_step: int | None = None  # its private set when the run's first step was counted (None: not known)
+    at_first_step: int | None = None  # its private set once the run's first step was done, less what it kept of
+    # the steps after (None: not known)
     after_steps: int = 0  # what it grew by after the run's last step was counted (an evaluation that collects)
     by_epoch: tuple[int | None, ...] = ()  # its private set as the first epoch went on: at 0, 1/EPOCH_MARKS, ...
     # of it done, as far as it was sampled (None before its first sample; empty: the epoch's steps not known)
@@ -172,7 +177,7 @@ class Role:
     per_step: float | None = None  # median growth per training step, when the run printed its steps
     epochs: int = 1  # median epochs each lived through (a worker kept over epochs holds more of the data)
     allocated: float = 0.0  # median share of their growth that was new memory (not pages un-shared)
-    at_first_step: float | None = None  # median private set when the first step was counted (None: not known)
+    at_first_step: float | None = None  # median private set once the first step was done (see ProcessModel)
     after_steps: float = 0.0  # median growth after the last step was counted
     by_epoch: tuple[float | None, ...] = ()  # median private set as the first epoch went on (see ProcessModel)
 
@@ -241,13 +246,13 @@ def process_model(
     if steps is not None and per_step is not None:  # the growth while it stepped (not diluted by start and end)
         growth, settled = per_step * steps.rate, per_step <= 0
     at_peak = None
-    if peak_time is not None and series[0][0] <= peak_time + ALIVE_SLACK and series[-1][0] >= peak_time - ALIVE_SLACK:
+    if peak_time is not None and series[0][0] <= peak_time + AT_ONCE and series[-1][0] >= peak_time - AT_ONCE:
         at_peak = min(tops, key=lambda tv: abs(tv[0] - peak_time))[1]
     k = _climb_start(series)
     peak_at = series[values.index(peak)][0]
     own = _own(trace, parent, peak, steps) if role_of(trace) == "dataloader_worker" else None
     epochs = steps.epochs_between(series[0][0] - steps.started, series[-1][0] - steps.started) if steps else 1
-    first_step, after = _around_steps(series, steps) if steps is not None else (None, 0)
+    first_step, after = _around_steps(series, steps, per_step) if steps is not None else (None, 0)
     by_epoch = _by_epoch(series, steps) if steps is not None else ()
     return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step,
                         max(v for _, v in tops), values[-1],
@@ -281,10 +286,21 @@ def _by_epoch(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[in
     return tuple(out)
 
 
-def _around_steps(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[int | None, int]:
-    """(its private set when the first step was counted, what it grew by after the last one), when it lived then."""
-    at = [(abs(t - steps.started - steps.first[0]), v) for t, v in series]
-    first = min(at)[1] if at and min(at)[0] <= ALIVE_SLACK else None
+def _around_steps(
+    series: Sequence[tuple[float, int]], steps: StepClock, per_step: float | None = None
+) -> tuple[int | None, int]:
+    """(its private set once the run's first step was done, without what it kept of the steps after it; what it
+    grew by after the last one), when it lived then. The first step's line is written when the step is done: the
+    first sample after it holds that step's working set (activations, gradients, the allocator's warm-up), and
+    what it kept of each step since, at ``per_step``, is taken off (so a sample seconds later, as the agent's
+    may be, still tells it, for a process that lived through the step)."""
+    first = None
+    done = steps.started + steps.first[0]
+    after = [(t, v) for t, v in series if t >= done]
+    if after and (series[0][0] <= done or after[0][0] - done <= ALIVE_SLACK):
+        t, v = after[0]
+        since = max(0.0, steps.counted_at(t - steps.started) - steps.first[1])
+        first = max(0, int(v - (per_step or 0.0) * since))
     before = [v for t, v in series if t - steps.started <= steps.last[0]]
     later = [v for t, v in series if t - steps.started > steps.last[0]]
     return first, max(0, max(later) - before[-1]) if before and later else 0

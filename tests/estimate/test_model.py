@@ -18,10 +18,11 @@ MIB = 1 << 20
 
 def trace(pid: int, role: str, values: list[int], rank: int | None = None, rss: int | None = None) -> Trace:
     """Samples every 0.5 s; RSS grows with the private set (new memory), or stays at ``rss`` (pages un-shared:
-    a forked worker's anonymous memory is then its parent's 300 MiB)."""
+    a forked worker's anonymous memory is then its parent's: ``rss`` less 100 MiB of files)."""
     t = Trace(pid, role, rank, "python")
     t.points = [
-        Point(i * 0.5, v, v + 20 * MIB, rss or v + 60 * MIB, 300 * MIB if rss else v) for i, v in enumerate(values)
+        Point(i * 0.5, v, v + 20 * MIB, rss or v + 60 * MIB, rss - 100 * MIB if rss else v)
+        for i, v in enumerate(values)
     ]
     return t
 
@@ -51,11 +52,11 @@ def test_a_per_rank_copy_scales_with_the_ranks_and_its_fix_shares_one_copy():
 
 
 def test_workers_scale_with_ranks_times_workers_and_a_growing_one_is_extended_to_the_full_run():
-    main = trace(1, "rank", [300 * MIB] * 40, rank=0)
+    main = trace(1, "rank", [600 * MIB] * 40, rank=0)
     # copy-on-write: its USS climbs while its RSS stays (the parent's pages, un-shared); it took most of it early
     # (pages of small objects: touching a few un-shares the page) and still creeps up 4 MiB/s at the end
-    climb = [20 * MIB + min(i, 8) * 50 * MIB + max(0, i - 8) * 2 * MIB for i in range(40)]
-    worker = trace(2, "dataloader_worker", climb, rss=400 * MIB)
+    climb = [20 * MIB + min(i, 8) * 50 * MIB + max(0, i - 8) * 2 * MIB for i in range(40)]  # to 482 of its 600
+    worker = trace(2, "dataloader_worker", climb, rss=700 * MIB)
     model = build([main, worker])
     w = model.roles["dataloader_worker"]
     assert not w.settled and not w.split and w.growth == pytest.approx(4 * MIB, rel=0.01)
@@ -71,7 +72,7 @@ def test_workers_scale_with_ranks_times_workers_and_a_growing_one_is_extended_to
     assert fixed.roles["dataloader_worker"].peak == 20 * MIB and fixed.roles["dataloader_worker"].growth == 0
 
     # un-sharing that climbs with the samples to its end (large per-sample objects) is split among more workers
-    steady = trace(2, "dataloader_worker", [20 * MIB + i * 5 * MIB for i in range(40)], rss=400 * MIB)
+    steady = trace(2, "dataloader_worker", [20 * MIB + i * 5 * MIB for i in range(40)], rss=700 * MIB)
     model = build([main, steady])
     assert model.roles["dataloader_worker"].split
     assert project(model, Scale(ranks=1, workers=4)).shares[0].each == 20 * MIB + 39 * 5 * MIB / 4
@@ -364,3 +365,51 @@ def test_a_worker_exiting_between_samples_does_not_make_that_intervals_peak_the_
     seen = build([rank, worker], job)
     assert seen.measured_needed == 600 * MIB
     assert seen.shared_unreclaimable == 0  # not the 120 MiB the exited worker's peak less the rank's alone gives
+
+
+def test_where_a_rank_stood_at_its_first_step_is_after_that_step_without_what_it_kept_since():
+    # 200 MiB before its first step; the first step (its activations, gradients, the allocator's warm-up) takes it
+    # to 280 MiB, done at 3.1 s, just after a sample; then it keeps 8 MiB of each step, 8 steps a second. The
+    # sample nearest the step's line is from before it; the one after holds 3.2 steps' more
+    def held(t: float) -> int:
+        steps = min(max(0.0, t - 3.1), 60 / 8) * 8
+        return 200 * MIB if t < 3.1 else int(280 * MIB + steps * 8 * MIB)
+
+    rank = trace(10, "rank", [held(i * 0.5) for i in range(30)], rank=0)
+    bar = Progress(tuple((3.1 + n / 8, n) for n in range(61)), total=None, rule="step_word")
+    ticks = clock(bar, 0.0)
+    assert ticks is not None
+    r = build([rank], steps=ticks).roles["rank"]
+    assert r.per_step == pytest.approx(8 * MIB, rel=0.01)
+    assert r.at_first_step == pytest.approx(280 * MIB, rel=0.01)
+    assert seen_mechanisms(build([rank], steps=ticks)) == ["unbounded_cache"]
+    sparse = trace(10, "rank", [held(i * 2.0 + 0.5) for i in range(8)], rank=0)  # the agent's, 2 s apart: the
+    sparse.points = [replace(p, time=p.time * 4 + 0.5) for p in sparse.points]  # first after the step, 1.4 s on
+    assert build([sparse], steps=ticks).roles["rank"].at_first_step == pytest.approx(280 * MIB, rel=0.01)
+
+
+def test_a_processs_private_set_is_what_it_cannot_give_back_not_file_pages_it_alone_maps():
+    # one rank alone maps its libraries' pages: smaps counts them in its USS (private: no other process maps
+    # them), but they are page cache, shared as soon as a second rank maps them; its anonymous memory is the bound
+    alone = Trace(10, "rank", 0, "python")
+    alone.points = [Point(i * 0.5, 900 * MIB, 920 * MIB, 1000 * MIB, 840 * MIB, 0) for i in range(10)]
+    assert {v for _, v in alone.private()} == {840 * MIB}
+    assert build([alone]).roles["rank"].peak == 840 * MIB
+    # a forked worker's USS, below its anonymous memory (most of it its parent's, shared), stays its USS
+    worker = Trace(11, "dataloader_worker", 0, "pt_data_worker")
+    worker.points = [Point(i * 0.5, 30 * MIB, 200 * MIB, 700 * MIB, 600 * MIB, 0) for i in range(10)]
+    assert {v for _, v in worker.private()} == {30 * MIB}
+
+
+def test_the_next_epochs_worker_forked_just_after_the_jobs_peak_was_not_alive_then():
+    # non-persistent workers: the first epoch's grows to 300 MiB and exits at 5 s, at the job's peak; the next
+    # epoch's is forked 0.5 s later at 20 MiB. At the peak only the first was alive: the role's peak is its 300
+    rank = trace(1, "rank", [500 * MIB] * 21, rank=0)
+    first = trace(2, "dataloader_worker", [20 * MIB + i * 28 * MIB for i in range(11)], rank=0)
+    second = trace(3, "dataloader_worker", [20 * MIB + i * 26 * MIB for i in range(10)], rank=0)
+    second.points = [replace(p, time=p.time + 5.5) for p in second.points]
+    job = [JobPoint(i * 0.5, usage=None, anon=(500 + (20 + i * 28 if i <= 10 else 20 + (i - 11) * 26)) * MIB,
+                    shmem=0) for i in range(21)]  # fmt: skip
+    model = build([rank, first, second], job)
+    w = model.roles["dataloader_worker"]
+    assert model.workers_per_rank == 1 and w.peak == 300 * MIB and w.low == w.high == 300 * MIB
