@@ -89,7 +89,13 @@ def _fail(message: str) -> NoReturn:
     show_default=True,
     help="Nodes the ranks are spread over (the estimate is per node).",
 )
-@click.option("--limit", metavar="SIZE", help="The node's or job's memory limit (500G, 1500M): does it fit?")
+@click.option(
+    "--limit",
+    metavar="SIZE",
+    help="The node's or job's memory limit (500G, 1500M): does it fit? "
+    "(fits; may not fit: its interval reaches the limit; does NOT fit; cannot tell: it still grew "
+    "where the samples end and no training step was counted)",
+)
 @click.option(
     "--duration",
     metavar="DURATION",

@@ -29,6 +29,8 @@ FIXES: dict[str, str] = {
     "kept across steps",
     "manager_cache": "no multiprocessing.Manager() cache",
     "pin_memory_prefetch": "a smaller prefetch_factor",
+    "rank0_extra": "rank 0's extra work spread over the ranks (each rank writes its own results, metrics reduced "
+    "not gathered, sharded checkpoints)",
 }
 
 
@@ -53,9 +55,11 @@ def _shared_copy(model: Model) -> tuple[Model, str]:
     if copy <= 0:
         return model, "no rank loaded anything here: nothing to share"
     roles = dict(model.roles)
-    low = max(0.0, rank.low - copy)
-    roles["rank"] = replace(rank, peak=max(0.0, rank.peak - copy), low=low, high=max(0.0, rank.high - copy),
-                            start=min(rank.start, low))  # fmt: skip
+    for name in ("rank", "rank0"):  # rank 0 apart holds its copy too
+        if (r := roles.get(name)) is not None:
+            low = max(0.0, r.low - copy)
+            roles[name] = replace(r, peak=max(0.0, r.peak - copy), low=low, high=max(0.0, r.high - copy),
+                                  start=min(r.start, low))  # fmt: skip
     fixed = replace(model, roles=roles, page_cache=model.page_cache + int(copy))
     return fixed, (f"each rank's copy is {how} here ({copy / 2**20:.0f} MiB); memory-mapped, one copy stays in "
                    "the page cache, shared and reclaimable")  # fmt: skip
@@ -100,7 +104,8 @@ def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
                     else "where its steady growth began"
                 )
             roles[n] = _settle(r, min(r.peak, level))  # a fix never makes a process larger than it was
-            said.append(f"each {n} stays {how} ({min(r.peak, level) / 2**20:.0f} MiB)")
+            who = "rank 0" if n == "rank0" else f"each {n}"
+            said.append(f"{who} stays {how} ({min(r.peak, level) / 2**20:.0f} MiB)")
         if not changed:
             return model, f"no {' or '.join(levels)} in this run"
         return replace(model, roles=roles), "; ".join(said)
@@ -128,13 +133,26 @@ def _compact_storage(model: Model) -> tuple[Model, str]:
     rank = roles.get("rank")
     if rank is not None and unshared > 0:
         most, point, least = (unshared * (1 - v) for v in VALUES_SHARE)  # what the parent no longer holds
-        low = max(0.0, rank.low - most)
-        roles["rank"] = replace(rank, peak=max(0.0, rank.peak - point), low=low, high=max(0.0, rank.high - least),
-                                start=min(rank.start, low))  # fmt: skip
+        for name in ("rank", "rank0"):
+            if (r := roles.get(name)) is not None:
+                low = max(0.0, r.low - most)
+                roles[name] = replace(r, peak=max(0.0, r.peak - point), low=low, high=max(0.0, r.high - least),
+                                      start=min(r.start, low))  # fmt: skip
         said += (f"; the dataset's objects in the parent (about what a worker un-shared) shrink to their values: "
                  f"{point / 2**20:.0f} MiB less for each rank (between {least / 2**20:.0f} and {most / 2**20:.0f} "
                  "MiB: the values' own share of the objects is not known)")  # fmt: skip
     return replace(model, roles=roles), said
+
+
+def _rank0_as_others(model: Model) -> tuple[Model, str]:
+    """Rank 0's extra work spread over the ranks: rank 0 holds what the other ranks hold."""
+    zero, others = model.roles.get("rank0"), model.roles.get("rank")
+    if zero is None or others is None:
+        return model, "rank 0 held no more than the other ranks here"
+    roles = {n: r for n, r in model.roles.items() if n != "rank0"}
+    roles["rank"] = replace(others, seen=others.seen + 1)
+    return replace(model, roles=roles), (f"rank 0 holds what the other ranks held ({others.peak / 2**20:.0f} MiB), "
+                                         f"not its {zero.peak / 2**20:.0f} MiB")  # fmt: skip
 
 
 def _no_manager(model: Model) -> tuple[Model, str]:
@@ -150,9 +168,10 @@ _APPLY: dict[str, Callable[[Model], tuple[Model, str]]] = {
     "checkpoint_load_duplication": _shared_copy,
     "per_rank_copy": _shared_copy,
     "cow_refcount_defeat": _compact_storage,
-    "unbounded_cache": _settled({"dataloader_worker": "start", "rank": "before"}),
+    "unbounded_cache": _settled({"dataloader_worker": "start", "rank": "before", "rank0": "before"}),
     "manager_cache": _no_manager,
     "pin_memory_prefetch": _settled({"dataloader_worker": "start"}),
+    "rank0_extra": _rank0_as_others,
 }
 
 SEEN_GROWTH = 32 << 20  # bytes a role's private set must grow by for its mechanism to be named from the samples
@@ -185,6 +204,8 @@ def seen_mechanisms(model: Model) -> list[str]:
         over_steps = (rank.per_step or 0.0) > 0
         if (over_steps or rank.after_steps >= SEEN_GROWTH) and rank.peak - rank.at_first_step >= SEEN_GROWTH:
             out.append("unbounded_cache")
+    if "rank0" in model.roles:  # rank 0 held far more than the other ranks (model.py: TOP_RANK_RATIO)
+        out.append("rank0_extra")
     return list(dict.fromkeys(out))
 
 

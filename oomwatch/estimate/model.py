@@ -32,6 +32,11 @@ ALIVE_SLACK = 1.0  # seconds: a process sampled this near the run's first step w
 AT_ONCE = 1e-3  # seconds: samples this near are of one tick (a process alive at the job's peak was sampled at or
 # before it and at or after it: the next epoch's workers, forked just after, were not)
 EPOCH_MARKS = 20  # a process's private set is kept at each 1/EPOCH_MARKS of the first epoch
+# rank 0 is a role of its own when it held at least this many times the other ranks' median private set, and this
+# much more (the ratio rules/causes.yaml's rank0_extra reads as job.top_rank_ratio): what it gathers, evaluates or
+# saves for the job
+TOP_RANK_RATIO = 1.5
+TOP_RANK_EXTRA = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -155,7 +160,7 @@ class ProcessModel:
 @dataclass(frozen=True)
 class Role:
     role: str
-    per: str  # "node", "rank", "worker", "seen": what its count scales with
+    per: str  # "node", "rank", "worker", "job" (one: rank 0 apart), "seen": what its count scales with
     seen: int  # processes of this role in the run
     peak: float  # median private set when the job held the most (of those alive then; else of their peaks)
     low: float  # the smallest of them
@@ -199,6 +204,7 @@ class Model:
     # of shared_unreclaimable, the anonymous pages a rank shares with the workers it forked (copy-on-write, not
     # yet un-shared): one set for each rank, so they scale with the ranks
     families: int = 0
+    rising: bool = False  # the job's anon + shmem still rose over the last third of the run (see _rising)
 
 
 def traces_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Trace]:
@@ -447,6 +453,10 @@ def build(traces: Sequence[Trace], job: Sequence[JobPoint] = (), steps: StepCloc
     for m in procs:
         by_role.setdefault(m.role, []).append(m)
     ranks = len(by_role.get("rank", ())) or 1
+    zero = _rank0_apart(by_role.get("rank", []))
+    if zero is not None:
+        by_role["rank"] = [m for m in by_role["rank"] if m is not zero]
+        by_role["rank0"] = [zero]
     workers = _together(t for t in traces if role_of(t) == "dataloader_worker")
     roles = {name: _role(name, members, ranks) for name, members in by_role.items()}
     times = [p.time for t in traces for p in t.points]
@@ -454,7 +464,34 @@ def build(traces: Sequence[Trace], job: Sequence[JobPoint] = (), steps: StepCloc
     # the anonymous part of what is shared, when ranks forked workers: each rank's pages its workers still share
     families = max(0, shared - shmem) if workers else 0
     return Model(roles, tuple(procs), ranks, workers / ranks, shared, cache, peak, needed, seconds, basis, notes,
-                 _batches(traces, job, shared), families)  # fmt: skip
+                 _batches(traces, job, shared), families, _rising(traces, job))  # fmt: skip
+
+
+def _rising(traces: Sequence[Trace], job: Sequence[JobPoint]) -> bool:
+    """Whether the job still rose over the last third of its samples by more than SETTLED_SHARE of its highest
+    (its cgroup's anon + shmem, else its processes' summed): a run cut off while it climbed, whose processes may
+    each have too few samples since their start to tell."""
+    usable = [(j.time, (j.anon or 0) + (j.shmem or 0)) for j in job if j.anon is not None]
+    if not usable:
+        sums = _sums(traces)
+        usable = [(t, v[2]) for t, v in sorted(sums.items())]
+    if len(usable) < 3:
+        return False
+    third = usable[len(usable) * 2 // 3 :]
+    top = max(v for _, v in usable)
+    return max(v for _, v in third) - third[0][1] > SETTLED_SHARE * top
+
+
+def _rank0_apart(ranks: Sequence[ProcessModel]) -> ProcessModel | None:
+    """Rank 0, when it held far more than the other ranks (TOP_RANK_RATIO of their median, and TOP_RANK_EXTRA
+    more): one process of the job does what the others do not (gathers their results, evaluates, saves)."""
+    zeros = [m for m in ranks if m.rank == 0]
+    others = [m.peak for m in ranks if m.rank != 0]
+    if len(zeros) != 1 or not others:
+        return None
+    median = statistics.median(others)
+    zero = zeros[0]
+    return zero if zero.peak >= TOP_RANK_RATIO * median and zero.peak - median >= TOP_RANK_EXTRA else None
 
 
 def _together(workers: Iterable[Trace]) -> int:
@@ -494,7 +531,7 @@ def _batches(traces: Sequence[Trace], job: Sequence[JobPoint], shared: int) -> i
 
 
 def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
-    per = {"launcher": "node", "rank": "rank", "dataloader_worker": "worker"}.get(name, "seen")
+    per = {"launcher": "node", "rank": "rank", "rank0": "job", "dataloader_worker": "worker"}.get(name, "seen")
     if name == "manager" and len(members) == ranks:  # a manager for each rank (each rank builds its dataset)
         per = "rank"
     then = [m.at_peak for m in members if m.at_peak is not None] or [m.peak for m in members]

@@ -54,7 +54,7 @@ class Projection:
     shared_once: float
     page_cache: float
     limit: int | None = None
-    verdict: str | None = None  # "fits", "tight", "over" (against the limit)
+    verdict: str | None = None  # "fits", "tight", "over", "unknown" (against the limit)
     seconds_to_limit: float | None = None  # when it grows past the limit during the run
     assumptions: tuple[str, ...] = ()
     step_at_limit: float | None = None  # the step it is at then, when the run printed its steps
@@ -83,10 +83,10 @@ def coverage(slots: float, epochs: int) -> float:
 
 
 def count(role: Role, model: Model, scale: Scale) -> int:
-    if role.per == "node":
+    if role.per in ("node", "job"):  # "job": rank 0 apart, on the first node (the one the estimate is for)
         return 1
-    if role.per == "rank":
-        return scale.ranks_per_node
+    if role.per == "rank":  # with rank 0 apart, the others
+        return max(0, scale.ranks_per_node - (1 if "rank0" in model.roles else 0))
     if role.per == "worker":
         return scale.ranks_per_node * scale.workers
     return role.seen
@@ -220,6 +220,8 @@ def _against(p: Projection, model: Model, scale: Scale, steps: StepClock | None 
     assert p.limit is not None
     until = _grown_until(model, steps)
     verdict = "over" if p.needed > p.limit else "tight" if p.high > p.limit * (1 - FIT_MARGIN) else "fits"
+    if p.low <= p.limit and _by_time_alone(model, scale, steps):
+        verdict = "unknown"  # what it held where the samples end fits: what came after them is not known
     seconds = None
     rate = sum(s.count * model.roles[s.role].growth for s in p.shares)
     at_start = p.needed - rate * max(0.0, (scale.seconds or until) - until)  # before the extension
@@ -228,6 +230,15 @@ def _against(p: Projection, model: Model, scale: Scale, steps: StepClock | None 
         if verdict != "over" and scale.seconds is not None and seconds > scale.seconds:
             seconds = None
     return replace(p, verdict=verdict, seconds_to_limit=seconds)
+
+
+def _by_time_alone(model: Model, scale: Scale, steps: StepClock | None) -> bool:
+    """Whether growth is extended past the measured run with no training step counted: a run still loading
+    (it stops) and one accumulating (it goes on) look alike then, and a job whose training had not begun when
+    its samples ended (a probe of its loading) has not shown what training holds."""
+    if steps is not None or scale.seconds is None or scale.seconds <= model.seconds:
+        return False
+    return model.rising or any(not r.settled and r.growth > 0 for r in model.roles.values())
 
 
 def _assumptions(model: Model, scale: Scale, steps: StepClock | None) -> Iterator[str]:
@@ -254,6 +265,15 @@ def _assumptions(model: Model, scale: Scale, steps: StepClock | None) -> Iterato
     if split and scale.ranks != model.ranks:
         yield (f"the data each rank's {' and '.join(split)} cached is its share of the data (as a DistributedSampler "
                f"gives it): {model.ranks}/{scale.ranks} of what was measured beyond its start")  # fmt: skip
+    if model.ranks == 1 and scale.ranks > 1 and "rank" in model.roles:
+        yield ("measured with one rank: whether rank 0 does what the others do not (gathers their results, "
+               "evaluates, saves) is not seen; a run of two ranks tells")  # fmt: skip
+    zero, others = model.roles.get("rank0"), model.roles.get("rank")
+    if zero is not None and others is not None:
+        yield (f"rank 0 held more than the other ranks ({zero.peak / 2**20:.0f} MiB to their "
+               f"{others.peak / 2**20:.0f}: what it gathers from them, evaluates or saves for the job): at the "
+               "larger scale one rank 0 holds what it held here (the whole of what it gathers, split among more "
+               "ranks, is the same data), the other ranks what theirs held")  # fmt: skip
     growing = [r.role for r in model.roles.values() if not r.settled]
     if growing:
         yield (f"{', '.join(sorted(growing))} still grew at the end of the run: "

@@ -22,10 +22,13 @@ def human(n: float | None) -> str:
     return _human(None if n is None else round(n))
 
 
-ROLE_NAMES = {"launcher": "launcher", "rank": "ranks", "dataloader_worker": "DataLoader workers",
+ROLE_NAMES = {"launcher": "launcher", "rank": "ranks", "rank0": "rank 0", "dataloader_worker": "DataLoader workers",
               "manager": "managers", "other": "other processes"}  # fmt: skip
 VERDICTS = {"fits": "fits", "tight": "may not fit (it fits at the estimate; its interval reaches the limit)",
-            "over": "does NOT fit"}  # fmt: skip
+            "over": "does NOT fit",
+            "unknown": "cannot tell (it still grew where the samples end and no training step was counted: "
+                       "loading and accumulating look alike, and what its training holds was not seen; measure "
+                       "a run that reaches its training steps)"}  # fmt: skip
 
 
 def _scale(p: Projection) -> str:

@@ -25,14 +25,17 @@ DOCUMENTED = {
     "heldout-peaks": ("estimate_heldout.py", 5, 9, 4),
     "heldout-workers-steps": ("estimate_heldout_workers.py", 4, 8, 2),
     "heldout-workers-peaks": ("estimate_heldout_workers.py", 4, 8, 3),
+    "heldout-3ranks": ("estimate_heldout.py", 1, 3, 1),
 }
+ARGS = {"heldout-3ranks": ["--default-ranks", "3", "--small", "1,2"]}  # the variants of 3 ranks, from 1 and 2
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED))
 def test_the_committed_runs_are_predicted_as_documented(name: str, tmp_path: Path):
     script, broken, fits, fixed = DOCUMENTED[name]
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--from", str(RESULTS / name), "--out", str(tmp_path)],
+        [sys.executable, str(ROOT / "bench" / script), *ARGS.get(name, []), "--from", str(RESULTS / name), "--out",
+         str(tmp_path)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -43,15 +46,18 @@ def test_the_committed_runs_are_predicted_as_documented(name: str, tmp_path: Pat
 
 def test_the_committed_probes_predict_their_whole_runs_as_documented(tmp_path: Path):
     """bench/results/estimate_probe/: a probe of half a run's seconds against the whole run (README there): with a
-    step counter in the probe, each within 15%; "fits" right in 8 of 9; every interval holds the truth but the
-    one whose accumulation came after the probe (tabular_regressor's validation)."""
+    step counter in the probe, each within 15%; "fits" right in 5 of 9, and "cannot tell" in the 3 whose probes
+    counted no step while they grew; every interval holds the truth but the one whose accumulation came after
+    the probe (tabular_regressor's validation)."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "estimate_probe.py"), "--from", str(ROOT / "bench" / "results" /
          "estimate_probe"), "--out", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads((tmp_path / "summary.json").read_text())
-    assert doc["verdict"]["fits_right"] >= 8 and doc["verdict"]["within_15pct"] >= 5, doc["verdict"]
+    assert doc["verdict"]["fits_right"] >= 5 and doc["verdict"]["within_15pct"] >= 5, doc["verdict"]
+    unknown = sorted(r["family"] for r in doc["rows"] if (r.get("prediction") or {}).get("verdict") == "unknown")
+    assert unknown == ["ocr_lines_lightning", "probe_features_lightning", "sentiment_trainer"], unknown
     predicted = [r for r in doc["rows"] if r.get("prediction")]
     by_steps = [r for r in predicted if r["prediction"]["by"] == "--steps" and r["family"] != "tabular_regressor"]
     assert len(by_steps) == 5 and all(abs(r["prediction"]["error"]) <= 0.15 for r in by_steps)

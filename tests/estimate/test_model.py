@@ -127,8 +127,11 @@ def test_a_growing_job_under_a_limit_says_when_it_reaches_it():
     worker = trace(2, "dataloader_worker", [100 * MIB + i * 5 * MIB for i in range(40)])
     model = build([trace(1, "rank", [300 * MIB] * 40, rank=0), worker])
     p = project(model, Scale(ranks=1, workers=1, seconds=600), limit=2048 * MIB)
-    assert p.verdict == "over" and p.seconds_to_limit is not None
+    # with no training step counted, loading (it stops) and accumulating (it goes on) look alike: what it held
+    # at the end fits, so it cannot tell; if it goes on, it reaches the limit then
+    assert p.verdict == "unknown" and p.seconds_to_limit is not None
     assert model.seconds < p.seconds_to_limit < 600
+    assert project(model, Scale(ranks=1, workers=1, seconds=600), limit=300 * MIB).verdict == "over"  # held more
 
 
 def test_the_job_cgroup_gives_the_shared_pages_and_the_page_cache():
@@ -413,3 +416,39 @@ def test_the_next_epochs_worker_forked_just_after_the_jobs_peak_was_not_alive_th
     model = build([rank, first, second], job)
     w = model.roles["dataloader_worker"]
     assert model.workers_per_rank == 1 and w.peak == 300 * MIB and w.low == w.high == 300 * MIB
+
+
+def test_a_rank_0_that_gathers_the_others_results_is_a_role_of_its_own():
+    # two ranks: rank 0 keeps every rank's predictions (gather_object to rank 0), to 800 MiB; rank 1 stays at 150
+    zero = trace(10, "rank", [150 * MIB + min(i, 30) * 22 * MIB for i in range(40)], rank=0)
+    one = trace(11, "rank", [150 * MIB] * 40, rank=1)
+    launcher = trace(9, "launcher", [140 * MIB] * 40)
+    model = build([launcher, zero, one])
+    assert set(model.roles) == {"launcher", "rank", "rank0"} and model.ranks == 2
+    three = project(model, Scale(ranks=3, workers=0))
+    assert {s.role: s.count for s in three.shares} == {"launcher": 1, "rank": 2, "rank0": 1}
+    assert three.needed == model.shared_unreclaimable + (140 + 2 * 150 + 810) * MIB
+    assert any("rank 0 held more than the other ranks" in a for a in three.assumptions)
+    assert "rank0_extra" in seen_mechanisms(model)
+    ((_, _, fixed, said),) = fixed_models(model, ["rank0_extra"])
+    assert project(fixed, Scale(ranks=3, workers=0)).needed == model.shared_unreclaimable + (140 + 3 * 150) * MIB
+    assert "150 MiB" in said
+    # rank 0 a little above the others (its logging, a metric) is a rank like them; one rank cannot tell
+    level = build([launcher, trace(10, "rank", [190 * MIB] * 40, rank=0), one])
+    assert "rank0" not in level.roles and level.roles["rank"].seen == 2
+    alone = project(build([launcher, zero]), Scale(ranks=3, workers=0))
+    assert any("measured with one rank" in a for a in alone.assumptions)
+
+
+def test_a_run_cut_off_while_the_job_climbed_cannot_tell_with_no_step_counted():
+    # the probe ended 0.6 s after the workers were forked: each has too few samples to be seen growing, but the
+    # job's cgroup was still climbing steeply; with no training step counted, what the full run holds is unknown
+    rank = trace(1, "rank", [300 * MIB] * 20, rank=0)
+    climbing = [JobPoint(i * 0.5, usage=None, anon=(300 + max(0, i - 14) * 150) * MIB, shmem=0) for i in range(20)]
+    flat = [JobPoint(i * 0.5, usage=None, anon=300 * MIB, shmem=0) for i in range(20)]
+    cut, done = build([rank], climbing), build([rank], flat)
+    assert cut.rising and not done.rising
+    full = Scale(ranks=1, workers=0, seconds=60)
+    assert project(cut, full, limit=2048 * MIB).verdict == "unknown"
+    assert project(done, full, limit=2048 * MIB).verdict == "fits"
+    assert project(cut, Scale(ranks=1, workers=0), limit=2048 * MIB).verdict != "unknown"  # not extended past it
