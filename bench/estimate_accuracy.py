@@ -290,6 +290,8 @@ def predict(rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
                 pf = _fits(p.get("verdict"))
                 t["fits_predicted"] = pf
                 t["fits_right"] = None if pf is None or t["fits_truth"] is None else pf == t["fits_truth"]
+                if p.get("verdict") == "unknown" and t["fits_truth"] is not None:
+                    t["fits_right"] = False  # it said it cannot tell: not a right answer (counted apart too)
             row["what_if_cause"] = scn.cause if w else None
         preds.append(row)
     return preds
@@ -357,6 +359,7 @@ def print_predictions(preds: list[dict[str, Any]]) -> dict[str, Any]:
         print(f"  estimate not available ({preds[0]['why']}); the measured table above is the ground truth")
         return {"available": False, "why": preds[0]["why"]}
     errs, fixed_errs, fits = [], [], []
+    unknown = 0  # "fits" verdicts that said they cannot tell
     head = f"{'rep':>3} {'family':<20} {'from':<22} {'variant':<7} {'needed':>6} {'pred':>6} {'err':>7} {'usage':>6} {'pred+$':>6} {'err':>7} {'fits':>5} {'pred':>6}"  # fmt: skip
     print(head)
     for p in preds:
@@ -369,6 +372,7 @@ def print_predictions(preds: list[dict[str, Any]]) -> dict[str, Any]:
                 (errs if v == "broken" else fixed_errs).append(abs(t["needed_error"]))
             if t.get("fits_right") is not None:
                 fits.append(t["fits_right"])
+                unknown += t.get("predicted_verdict") == "unknown"
             print(
                 f"{p['rep']:>3} {p['family']:<20} {p['from']:<22} {v:<7} {_mib(t['measured_needed_bytes']):>6} "
                 f"{_mib(t.get('predicted_needed_bytes')):>6} {_pct(t.get('needed_error')):>7} "
@@ -386,6 +390,7 @@ def print_predictions(preds: list[dict[str, Any]]) -> dict[str, Any]:
         "fixed_within_20pct": sum(e <= FIXED_TOLERANCE for e in fixed_errs),
         "fits_right": sum(fits),
         "fits_cases": len(fits),
+        "cannot_tell": unknown,
     }
     verdict["meets_bar"] = bool(
         errs
@@ -398,7 +403,9 @@ def print_predictions(preds: list[dict[str, Any]]) -> dict[str, Any]:
     print(
         f"\nmedian |error| {_pct(median)} over {len(errs)} broken predictions (bar: <= 10%, each <= 15%: "
         f"{verdict['within_15pct']}/{len(errs)}); fixed within 20%: {verdict['fixed_within_20pct']}/{len(fixed_errs)}; "
-        f"fits right: {sum(fits)}/{len(fits)}; bar met: {verdict['meets_bar']}"
+        f"fits right: {sum(fits)}/{len(fits)}"
+        + (f" ({unknown} cannot tell)" if unknown else "")
+        + f"; bar met: {verdict['meets_bar']}"
     )
     return verdict
 

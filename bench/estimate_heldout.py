@@ -6,10 +6,15 @@ families and scales swapped.
 
     sudo python bench/estimate_heldout.py --out /tmp/est-heldout
     python bench/estimate_heldout.py --from /tmp/est-heldout       # predict again, no runs
+
+The variants of another default (3 ranks), from 1 and 2 ranks:
+
+    sudo python bench/estimate_heldout.py --default-ranks 3 --small 1,2 --out /tmp/est-heldout-3
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -24,13 +29,18 @@ HELDOUT = tuple(name for name, s in VARIANTS.items() if s.nproc > 1 and not s.sh
 
 
 def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--default-ranks", type=int, help="the variants whose default is this many ranks (default: "
+                    "the most common default; one large scale a bench)")  # fmt: skip
+    ap.add_argument("--small", default="1", help="the small scales measured, comma-separated (default 1)")
+    ours, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     large = {VARIANTS[n].nproc for n in HELDOUT}
-    if len(large) != 1:  # one large scale for all (the bench has one); the rest are measured apart
-        chosen = max(large, key=lambda n: sum(VARIANTS[v].nproc == n for v in HELDOUT))
-        families = tuple(v for v in HELDOUT if VARIANTS[v].nproc == chosen)
-    else:
-        chosen, families = large.pop(), HELDOUT
-    return bench.main_on({n: VARIANTS[n] for n in families}, "ranks", (1,), chosen, argv)
+    chosen = ours.default_ranks or max(large, key=lambda n: sum(VARIANTS[v].nproc == n for v in HELDOUT))
+    families = tuple(v for v in HELDOUT if VARIANTS[v].nproc == chosen)
+    if not families:
+        ap.error(f"no held-out variant runs {chosen} ranks by default ({sorted(large)} do)")
+    small = tuple(int(n) for n in ours.small.split(",") if n)
+    return bench.main_on({n: VARIANTS[n] for n in families}, "ranks", small, chosen, rest)
 
 
 if __name__ == "__main__":

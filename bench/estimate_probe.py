@@ -113,7 +113,7 @@ def predict(rows: list[dict[str, Any]], root: Path, out: Path) -> list[dict[str,
             continue
         truth = whole["peak_anon_shmem_bytes"]
         limit = parse_size(row["limit"])
-        predicted_fits = projection["verdict"] != "over"
+        predicted_fits = projection["verdict"] != "over"  # "unknown" (it cannot tell) is no right answer
         row["prediction"] = {
             "by": length[0],
             "needed_bytes": projection["needed_bytes"],
@@ -122,7 +122,7 @@ def predict(rows: list[dict[str, Any]], root: Path, out: Path) -> list[dict[str,
             "verdict": projection["verdict"],
             "error": (projection["needed_bytes"] - truth) / truth,
             "fits_truth": truth <= limit,
-            "fits_right": predicted_fits == (truth <= limit),
+            "fits_right": projection["verdict"] != "unknown" and predicted_fits == (truth <= limit),
         }
     return rows
 
@@ -149,10 +149,12 @@ def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "median_abs_error": statistics.median(errors) if errors else None,
         "within_15pct": sum(e <= 0.15 for e in errors),
         "fits_right": sum(fits),
+        "cannot_tell": sum(r["prediction"]["verdict"] == "unknown" for r in rows if r.get("prediction")),
     }
     if errors:
         print(f"\nmedian |error| {verdict['median_abs_error']:.1%} over {len(errors)}; within 15%: "
-              f"{verdict['within_15pct']}/{len(errors)}; fits right: {sum(fits)}/{len(fits)}")  # fmt: skip
+              f"{verdict['within_15pct']}/{len(errors)}; fits right: {sum(fits)}/{len(fits)}"
+              + (f" ({verdict['cannot_tell']} cannot tell)" if verdict["cannot_tell"] else ""))  # fmt: skip
     return verdict
 
 
