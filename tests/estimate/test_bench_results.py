@@ -21,6 +21,7 @@ DOCUMENTED = {
     "fast": ("estimate_accuracy.py", 12, 22, 7),
     "fast-steps": ("estimate_accuracy.py", 11, 24, 11),
     "fast-peaks": ("estimate_accuracy.py", 11, 23, 11),
+    "fast-rep-peaks": ("estimate_accuracy.py", 8, 15, 8),
     "heldout-steps": ("estimate_heldout.py", 5, 9, 4),
     "heldout-peaks": ("estimate_heldout.py", 5, 9, 4),
     "heldout-workers-steps": ("estimate_heldout_workers.py", 4, 8, 2),
