@@ -52,7 +52,6 @@ class PeakWatch:
         self._cgroups: tuple[tuple[str, Path], ...] = ()
         self._procs: dict[int, int] = {}
         self._groups: dict[str, int] = {}
-        self.readings = 0  # rounds of readings made (for tests and the notes)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -96,7 +95,6 @@ class PeakWatch:
             for path, v in groups.items():
                 if v > self._groups.get(path, -1):
                     self._groups[path] = v
-            self.readings += 1
 
     def start(self) -> PeakWatch:
         self._thread = threading.Thread(target=self._loop, name="oomwatch-peaks", daemon=True)

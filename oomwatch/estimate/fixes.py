@@ -39,6 +39,14 @@ def _settle(role: Role, level: float) -> Role:
                    settled=True, split=False, by_epoch=(), per_step=None)  # fmt: skip
 
 
+def _less(role: Role, point: float, most: float, least: float) -> Role:
+    """``role`` holding ``point`` bytes less at its peak (``most`` less at the interval's low end, ``least`` at its
+    high end)."""
+    low = max(0.0, role.low - most)
+    return replace(role, peak=max(0.0, role.peak - point), low=low, high=max(0.0, role.high - least),
+                   start=min(role.start, low))  # fmt: skip
+
+
 def _shared_copy(model: Model) -> tuple[Model, str]:
     rank = model.roles.get("rank")
     if rank is None:
@@ -57,9 +65,7 @@ def _shared_copy(model: Model) -> tuple[Model, str]:
     roles = dict(model.roles)
     for name in ("rank", "rank0"):  # rank 0 apart holds its copy too
         if (r := roles.get(name)) is not None:
-            low = max(0.0, r.low - copy)
-            roles[name] = replace(r, peak=max(0.0, r.peak - copy), low=low, high=max(0.0, r.high - copy),
-                                  start=min(r.start, low))  # fmt: skip
+            roles[name] = _less(r, copy, copy, copy)
     fixed = replace(model, roles=roles, page_cache=model.page_cache + int(copy))
     return fixed, (f"each rank's copy is {how} here ({copy / 2**20:.0f} MiB); memory-mapped, one copy stays in "
                    "the page cache, shared and reclaimable")  # fmt: skip
@@ -135,9 +141,7 @@ def _compact_storage(model: Model) -> tuple[Model, str]:
         most, point, least = (unshared * (1 - v) for v in VALUES_SHARE)  # what the parent no longer holds
         for name in ("rank", "rank0"):
             if (r := roles.get(name)) is not None:
-                low = max(0.0, r.low - most)
-                roles[name] = replace(r, peak=max(0.0, r.peak - point), low=low, high=max(0.0, r.high - least),
-                                      start=min(r.start, low))  # fmt: skip
+                roles[name] = _less(r, point, most, least)
         said += (f"; the dataset's objects in the parent (about what a worker un-shared) shrink to their values: "
                  f"{point / 2**20:.0f} MiB less for each rank (between {least / 2**20:.0f} and {most / 2**20:.0f} "
                  "MiB: the values' own share of the objects is not known)")  # fmt: skip
