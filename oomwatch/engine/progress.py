@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from oomwatch.engine.fit import fit
 from oomwatch.engine.rules.activity_rules import StepRule
+from oomwatch.engine.text import strip_ansi
 
 MIN_POINTS = 3  # steps seen, at least, for a rate
 MIN_SPAN = 1.0  # seconds they span, at least
@@ -60,9 +61,11 @@ class Count:
 
 def counts(lines: Iterable[tuple[float, str]], rules: Sequence[StepRule]) -> list[Count]:
     """Each of ``lines`` ((time, text), in order) that shows a step counter, read by the first rule that
-    reads it."""
+    reads it. Terminal escapes are read past: a bar drawn for a terminal (rich's colours, a cursor moved up
+    before each frame) counts as the same bar written to a file."""
     out: list[Count] = []
-    for time, text in lines:
+    for time, raw in lines:
+        text = strip_ansi(raw)
         low = text.lower()
         if not any(p in low for p in PREFILTER):
             continue

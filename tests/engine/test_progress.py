@@ -4,6 +4,8 @@ bars of other work that are not steps."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from oomwatch.engine.progress import lines_of, progress
@@ -57,3 +59,14 @@ def test_output_pieces_are_timed_by_when_they_came_and_split_at_carriage_returns
     got = lines_of(data, marks)
     assert got == [(10.0, "step 1 loss 0.9"), (11.0, " 10%|█         | 10/100 ["), (12.0, " 20%|██        | 20/100 [")]
     assert lines_of(b"step 1 loss 2\n", []) == []
+
+
+def test_a_bar_drawn_for_a_terminal_counts_its_steps_past_the_escapes():
+    # Lightning's rich bar on a pseudo-terminal (tests/fixtures/terminal/README.md): colours, line erases and
+    # cursor moves around each frame; read as the same bar written to a file
+    data = (Path(__file__).parents[1] / "fixtures" / "terminal" / "lightning_rich_bar.tty").read_bytes()
+    assert b"\x1b[2K" in data and b"\x1b[90m" in data
+    marks = [(len(data) * i // 40, 100.0 + i * 0.1) for i in range(1, 41)]
+    p = progress(lines_of(data, marks), STEPS)
+    assert p is not None and p.rule == "rich_bar" and p.total == 40
+    assert [n for _, n in p.points] == list(range(13))
