@@ -3,6 +3,10 @@ through, and when it fails say why, from the samples, its output and the kernel'
 
 - The command's stdout/stderr are passed through unchanged and a copy is kept (the first 1 MiB and
   the last 16 MiB of each): "DataLoader worker (pid N) is killed by signal" lines are evidence.
+  Where our own stream is a terminal, the command's is one too (a pseudo-terminal of its own size), so
+  the command behaves as it would unwrapped: progress bars that draw only on a terminal (Lightning's
+  rich bar) draw as it goes, and Python's print reaches us line by line, not 8 KiB at a time; where it
+  is a file or a pipe, the command's is a pipe. ``terminal`` True or False says so for both streams.
 - ``/dev/kmsg`` is read from the start of the run when it is readable (root, or CAP_SYSLOG where
   ``kernel.dmesg_restrict=1``); only the OOM reports that kill one of the command's processes are used.
 - Every process ever seen in the tree is remembered with its role, first/last/peak RSS, anon, USS,
@@ -16,10 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
+import fcntl
 import os
+import pty
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections import deque
@@ -70,7 +79,12 @@ class Capture:
     def _pump(self) -> None:
         read = getattr(self._source, "read1", self._source.read)
         while True:
-            chunk = read(65536)
+            try:
+                chunk = read(65536)
+            except OSError as exc:  # a pseudo-terminal's end once every process holding it has exited
+                if exc.errno != errno.EIO:
+                    raise
+                chunk = b""
             if not chunk:
                 break
             with contextlib.suppress(OSError, ValueError):  # our own stdout closed: keep capturing
@@ -121,15 +135,18 @@ def run_command(
     stderr: IO[bytes] | None = None,
     read_code: bool = True,
     stop_after: float | None = None,
+    terminal: bool | None = None,
 ) -> RunResult:
     """Run ``argv``, sample its tree every ``interval`` until it exits (or, with ``stop_after``, until that many
-    seconds passed: then its processes are sent SIGTERM, and SIGKILL 10 s later), and diagnose it if it failed."""
+    seconds passed: then its processes are sent SIGTERM, and SIGKILL 10 s later), and diagnose it if it failed.
+    ``terminal``: whether its captured stdout and stderr are pseudo-terminals (None: each where the stream it
+    is passed through to is a terminal)."""
     paths = paths or HostPaths()
     notes: list[str] = []
     kmsg = _open_kmsg(paths, notes)
     records: deque[KmsgRecord] = deque(maxlen=KMSG_KEEP)
     started = time.monotonic()
-    proc, captures = _start(argv, capture, kmsg, stdout, stderr)
+    proc, captures = _start(argv, capture, kmsg, stdout, stderr, terminal)
     forwarded = _forward_signals(proc)
     sampler = Sampler(paths, pss_budget=pss_budget, top_n=0, subtree=proc.pid)
     recorder = Recorder()
@@ -186,24 +203,63 @@ def _open_kmsg(paths: HostPaths, notes: list[str]) -> KmsgReader | None:
 
 
 def _start(
-    argv: Sequence[str], capture: bool, kmsg: KmsgReader | None, stdout: IO[bytes] | None, stderr: IO[bytes] | None
+    argv: Sequence[str],
+    capture: bool,
+    kmsg: KmsgReader | None,
+    stdout: IO[bytes] | None,
+    stderr: IO[bytes] | None,
+    terminal: bool | None = None,
 ) -> tuple[subprocess.Popen[bytes], list[Capture]]:
     """The command started, and its output passed through and kept (when ``capture``)."""
+    sinks = (stdout or sys.stdout.buffer, stderr or sys.stderr.buffer)
+    ends: list[tuple[int, int] | None] = [None, None]  # (ours, the command's) of each pseudo-terminal
+    if capture:
+        ends = [_terminal(sink) if (terminal if terminal is not None else _isatty(sink)) else None for sink in sinks]
     pipe = subprocess.PIPE if capture else None
+    outs = [end[1] if end is not None else pipe for end in ends]
     try:
-        proc = subprocess.Popen(list(argv), stdout=pipe, stderr=pipe)
+        proc = subprocess.Popen(list(argv), stdout=outs[0], stderr=outs[1])
     except OSError as exc:
+        for end in ends:
+            if end is not None:
+                os.close(end[0])
         if kmsg is not None:
             kmsg.close()
         raise FileNotFoundError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    finally:
+        for end in ends:
+            if end is not None:
+                os.close(end[1])  # the command holds its end: ours reads EOF (EIO) once it and its children exit
     captures = []
     if capture:
-        assert proc.stdout is not None and proc.stderr is not None
-        captures = [
-            Capture(proc.stdout, stdout or sys.stdout.buffer),
-            Capture(proc.stderr, stderr or sys.stderr.buffer),
-        ]
+        sources = [os.fdopen(end[0], "rb", buffering=0) if end is not None else piped
+                   for end, piped in zip(ends, (proc.stdout, proc.stderr), strict=True)]  # fmt: skip
+        assert sources[0] is not None and sources[1] is not None
+        captures = [Capture(sources[0], sinks[0]), Capture(sources[1], sinks[1])]
     return proc, captures
+
+
+def _isatty(stream: IO[bytes]) -> bool:
+    try:
+        return stream.isatty()
+    except (OSError, ValueError):  # closed
+        return False
+
+
+def _terminal(sink: IO[bytes]) -> tuple[int, int]:
+    """A pseudo-terminal for one of the command's streams: (our end, its end). Its size is the size of the
+    terminal ``sink`` writes to (80x24 when that is no terminal); it passes bytes through as written (no
+    newline made CR LF: the terminal we pass them to does that itself)."""
+    ours, theirs = pty.openpty()
+    attrs = termios.tcgetattr(theirs)
+    attrs[1] &= ~termios.OPOST
+    termios.tcsetattr(theirs, termios.TCSANOW, attrs)
+    size = struct.pack("HHHH", 24, 80, 0, 0)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        size = fcntl.ioctl(sink.fileno(), termios.TIOCGWINSZ, size)
+    with contextlib.suppress(OSError):
+        fcntl.ioctl(theirs, termios.TIOCSWINSZ, size)
+    return ours, theirs
 
 
 def _sample_until_exit(

@@ -239,8 +239,18 @@ def top_cmd(interval: float, once: bool, fmt: str, pss_budget: float, proc_root:
 @click.option(
     "--no-capture",
     is_flag=True,
-    help="Leave the command's stdout/stderr alone (a terminal stays a terminal); its output is then "
-    "not part of the diagnosis.",
+    help="Leave the command's stdout/stderr alone (no copy kept); its output is then not part of the "
+    "diagnosis, and no step counter is read from it.",
+)
+@click.option(
+    "--tty/--no-tty",
+    "terminal",
+    default=None,
+    help="Give the command a terminal (a pseudo-terminal) for its stdout and stderr, or pipes. Default: a "
+    "terminal where oomwatch's own stream is one, so the command behaves as it would unwrapped (live progress "
+    "bars, Python's print line by line). --tty also when writing to a file: bars that draw only on a terminal "
+    "(Lightning's rich bar) then show each step, which the step counter reads (their frames, with their "
+    "escape codes, go to the file).",
 )
 @click.option(
     "--pss-budget",
@@ -270,6 +280,7 @@ def run_cmd(
     fmt: str,
     report: Path | None,
     no_capture: bool,
+    terminal: bool | None,
     pss_budget: float,
     quiet: bool,
     no_code: bool,
@@ -303,7 +314,12 @@ def run_cmd(
     logging.getLogger("oomwatch.agent").setLevel(logging.ERROR)
     try:
         result = run_command(
-            command, interval=interval, pss_budget=pss_budget, capture=not no_capture, read_code=not no_code
+            command,
+            interval=interval,
+            pss_budget=pss_budget,
+            capture=not no_capture,
+            read_code=not no_code,
+            terminal=terminal,
         )
     except FileNotFoundError as exc:
         click.echo(f"oomwatch: {exc}", err=True)

@@ -71,6 +71,13 @@ def _fail(message: str) -> NoReturn:
     "from what it used; a command that ends sooner is measured whole. Its output is shown on stderr.",
 )
 @click.option(
+    "--tty/--no-tty",
+    "terminal",
+    default=None,
+    help="With --probe: give the command a terminal for its output, or pipes (default: a terminal where "
+    "stderr is one). Bars that draw only on a terminal (Lightning's rich bar) then show each step.",
+)
+@click.option(
     "--save",
     type=click.Path(dir_okay=False, path_type=Path),
     help="With --probe: also write the probe's run report here, to estimate from again later.",
@@ -120,7 +127,7 @@ def _fail(message: str) -> NoReturn:
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 def estimate_cmd(
     command: tuple[str, ...], report: Path | None, job: str | None, state_dir: Path, probe: str | None,
-    save: Path | None, ranks: int | None,
+    terminal: bool | None, save: Path | None, ranks: int | None,
     workers: int | None, nodes: int, limit: str | None, duration: str | None, steps: int | None,
     fixes: tuple[str, ...], fmt: str,
 ) -> None:  # fmt: skip
@@ -160,6 +167,8 @@ def estimate_cmd(
         _fail(f"a command ({command[0]}) is only run with --probe")
     if save is not None and probe is None:
         _fail("--save goes with --probe")
+    if terminal is not None and probe is None:
+        _fail(f"--{'' if terminal else 'no-'}tty goes with --probe")
     if steps is not None and duration is not None:
         _fail("give the full run's length once: --duration or --steps")
     limit_bytes = _size(limit, "--limit")
@@ -170,7 +179,8 @@ def estimate_cmd(
         elif report is not None:
             recorded = from_report(_read_report(report), str(report))
         else:
-            recorded = from_report(_probe(command, _seconds(probe, "--probe") or 0.0, save), f"a {probe} probe")
+            probed = _probe(command, _seconds(probe, "--probe") or 0.0, save, terminal)
+            recorded = from_report(probed, f"a {probe} probe")
     except EstimateInputError as exc:
         _fail(str(exc))
     click.echo(_answer(recorded, ranks, workers, nodes, limit_bytes, seconds, steps, fixes, fmt), nl=False)
@@ -213,7 +223,7 @@ def _from_history(state_dir: Path, job: str) -> Any:
         store.close()
 
 
-def _probe(command: tuple[str, ...], seconds: float, save: Path | None) -> dict[str, Any]:
+def _probe(command: tuple[str, ...], seconds: float, save: Path | None, terminal: bool | None) -> dict[str, Any]:
     from oomwatch.agent.run import run_command
     from oomwatch.render.run_report import run_report
     from oomwatch.sharedfile import write_for_people
@@ -223,7 +233,7 @@ def _probe(command: tuple[str, ...], seconds: float, save: Path | None) -> dict[
     logging.getLogger("oomwatch.agent").setLevel(logging.ERROR)
     try:
         # the command's own output goes to stderr: stdout holds the estimate alone (JSON a program reads)
-        result = run_command(command, stop_after=seconds, stdout=sys.stderr.buffer)
+        result = run_command(command, stop_after=seconds, stdout=sys.stderr.buffer, terminal=terminal)
     except FileNotFoundError as exc:
         click.echo(f"oomwatch: {exc}", err=True)
         sys.exit(127)
