@@ -16,6 +16,7 @@ over an epoch) or loads and holds: both are here (--families).
 
     sudo python bench/estimate_probe.py --out /tmp/est-probe
     sudo python bench/estimate_probe.py --out /tmp/est-probe --families dict_cache,rank_leak --share 0.3
+    sudo python bench/estimate_probe.py --out /tmp/est-probe --tty   # each run given a terminal (run --tty)
     python bench/estimate_probe.py --from /tmp/est-probe          # predict again, no runs
 """
 
@@ -47,17 +48,19 @@ PROBE_MIN = 4.0  # seconds a probe runs at least (a step counter needs 3 reading
 SCHEMA = "oomwatch.bench.estimate_probe/v1"
 
 
-def _wrap(report: Path) -> list[str]:
-    return [sys.executable, "-m", "oomwatch", "run", "-q", "--report", str(report), "--"]
+def _wrap(report: Path, tty: bool = False) -> list[str]:
+    """``oomwatch run`` around a run; ``tty``: the command writes to a terminal, as on a user's (run --tty)."""
+    return [sys.executable, "-m", "oomwatch", "run", "-q", *(["--tty"] if tty else []), "--report", str(report), "--"]
 
 
-def _run(name: str, root: Path, folder: Path, timeout: float | None) -> dict[str, Any]:
+def _run(name: str, root: Path, folder: Path, timeout: float | None, tty: bool = False) -> dict[str, Any]:
     """One run of ``name``'s broken variant into ``root / folder`` (its report's path kept relative to ``root``)."""
     from scenarios.runner import run_scenario
 
     folder = root / folder
     report = folder / "report.json"
-    meta = run_scenario(ALL[name], fixed=False, out=folder, limit=FREE_LIMIT, wrap=_wrap(report), timeout=timeout,
+    wrap = _wrap(report, tty)
+    meta = run_scenario(ALL[name], fixed=False, out=folder, limit=FREE_LIMIT, wrap=wrap, timeout=timeout,
                         stat_interval=STAT_INTERVAL)  # fmt: skip
     doc = json.loads(report.read_text()) if report.exists() else {}
     progress = doc.get("progress") or {}
@@ -73,13 +76,13 @@ def _run(name: str, root: Path, folder: Path, timeout: float | None) -> dict[str
     }
 
 
-def measure(names: list[str], out: Path, share: float) -> list[dict[str, Any]]:
+def measure(names: list[str], out: Path, share: float, tty: bool = False) -> list[dict[str, Any]]:
     rows = []
     for name in names:
-        whole = _run(name, out, Path("runs") / name / "whole", None)
+        whole = _run(name, out, Path("runs") / name / "whole", None, tty)
         probe_s = max(PROBE_MIN, share * whole["duration_s"])
-        probe = _run(name, out, Path("runs") / name / "probe", probe_s)
-        row = {"family": name, "limit": ALL[name].limit, "share": share, "whole": whole, "probe": probe}
+        probe = _run(name, out, Path("runs") / name / "probe", probe_s, tty)
+        row = {"family": name, "limit": ALL[name].limit, "share": share, "whole": whole, "probe": probe, "tty": tty}
         rows.append(row)
         print(f"{name}: whole {whole['duration_s']:.0f} s, {whole['steps']} steps, "
               f"{(whole['peak_anon_shmem_bytes'] or 0) >> 20} MiB; probe {probe['duration_s']:.0f} s, "
@@ -98,13 +101,24 @@ def predict(rows: list[dict[str, Any]], root: Path, out: Path) -> list[dict[str,
         if probe["report"] is None or not whole["peak_anon_shmem_bytes"]:
             row["why"] = "no probe report or no measured peak"
             continue
-        length = (["--steps", str(whole["steps"])] if whole["steps"] and probe["steps"] is not None
-                  else ["--duration", f"{whole['duration_s']:.0f}s"])  # fmt: skip
-        argv = [sys.executable, "-m", "oomwatch", "estimate", "--report", str(root / probe["report"]), *length,
-                "--limit", row["limit"], "--format", "json"]  # fmt: skip
-        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        by_time = ["--duration", f"{whole['duration_s']:.0f}s"]
+        # the whole run's steps when the probe counted some; where the estimate refuses them (too few steps to
+        # time), the whole run's seconds, as its refusal tells a user to give
+        lengths = (
+            [["--steps", str(whole["steps"])], by_time] if whole["steps"] and probe["steps"] is not None else [by_time]
+        )
+        refused: list[str] = []
+        for length in lengths:
+            argv = [sys.executable, "-m", "oomwatch", "estimate", "--report", str(root / probe["report"]), *length,
+                    "--limit", row["limit"], "--format", "json"]  # fmt: skip
+            r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+            if r.returncode != 2 or length is by_time:
+                break
+            refused.append((r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1][:200])
         (out / "estimates" / f"{row['family']}.json").write_text(
-            json.dumps({"argv": argv, "rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr}, indent=1)
+            json.dumps(
+                {"argv": argv, "rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr, "refused": refused}, indent=1
+            )
         )
         try:
             projection = json.loads(r.stdout)["projection"]
@@ -164,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from", dest="source", type=Path, help="a summary.json's folder: predict again, no runs")
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated scenario names")
     ap.add_argument("--share", type=float, default=0.5, help="the probe's share of the whole run's seconds")
+    ap.add_argument("--tty", action="store_true", help="give each run a terminal for its output (oomwatch run --tty)")
     args = ap.parse_args(argv)
     if args.source is not None:
         rows = json.loads((args.source / "summary.json").read_text())["rows"]
@@ -176,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             ap.error(f"no scenario {unknown[0]}")
         started = time.monotonic()
-        rows = measure(names, args.out, args.share)
+        rows = measure(names, args.out, args.share, args.tty)
         print(f"runs took {time.monotonic() - started:.0f} s", flush=True)
         root = out = args.out
     out.mkdir(parents=True, exist_ok=True)

@@ -47,21 +47,23 @@ def test_the_committed_runs_are_predicted_as_documented(name: str, tmp_path: Pat
 
 def test_the_committed_probes_predict_their_whole_runs_as_documented(tmp_path: Path):
     """bench/results/estimate_probe/: a probe of half a run's seconds against the whole run (README there): with a
-    step counter in the probe, each within 15%; "fits" right in 5 of 9, and "cannot tell" in the 3 whose probes
-    counted no step while they grew; every interval holds the truth but the one whose accumulation came after
-    the probe (tabular_regressor's validation)."""
+    step counter in the probe, each within 15%; "fits" right in 6 of 11 (two of them timed by the whole run's
+    seconds, the estimate refusing the 0-7 steps their probes counted), and "cannot tell" in the 4 whose probes
+    counted no step, or too few to time, while they grew; every interval of those it could tell holds the truth
+    but the one whose accumulation came after the probe (tabular_regressor's validation)."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "estimate_probe.py"), "--from", str(ROOT / "bench" / "results" /
          "estimate_probe"), "--out", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads((tmp_path / "summary.json").read_text())
-    assert doc["verdict"]["fits_right"] >= 5 and doc["verdict"]["within_15pct"] >= 5, doc["verdict"]
+    assert doc["verdict"]["fits_right"] >= 6 and doc["verdict"]["within_15pct"] >= 6, doc["verdict"]
     unknown = sorted(r["family"] for r in doc["rows"] if (r.get("prediction") or {}).get("verdict") == "unknown")
-    assert unknown == ["ocr_lines_lightning", "probe_features_lightning", "sentiment_trainer"], unknown
+    assert unknown == ["ocr_lines_lightning", "probe_features_lightning", "sentiment_trainer",
+                       "vit_tiny_trainer_workers"], unknown  # fmt: skip
     predicted = [r for r in doc["rows"] if r.get("prediction")]
     by_steps = [r for r in predicted if r["prediction"]["by"] == "--steps" and r["family"] != "tabular_regressor"]
     assert len(by_steps) == 5 and all(abs(r["prediction"]["error"]) <= 0.15 for r in by_steps)
-    missed = [r["family"] for r in predicted
-              if not r["prediction"]["low_bytes"] <= r["whole"]["peak_anon_shmem_bytes"] <= r["prediction"]["high_bytes"]]  # fmt: skip
+    missed = [r["family"] for r in predicted if r["family"] not in unknown
+              and not r["prediction"]["low_bytes"] <= r["whole"]["peak_anon_shmem_bytes"] <= r["prediction"]["high_bytes"]]  # fmt: skip
     assert missed == ["tabular_regressor"], missed
