@@ -51,6 +51,7 @@ class _Matcher(ast.NodeVisitor):
         self.classes: list[ast.ClassDef] = []
         self.loops = 0
         self.module_dicts: set[str] = set()  # names bound to a dict at module level, never emptied
+        self.defined: set[str] = set()  # names of the functions and classes the file defines (a value: truthy)
 
     def _hit(self, rule: str, node: ast.AST, value: float | None = None, note: str = "") -> None:
         no = getattr(node, "lineno", 0)
@@ -188,6 +189,8 @@ class _Matcher(ast.NodeVisitor):
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             known, value, how = self._value(node.operand)
             return known, (not value) if known else None, how
+        if isinstance(node, ast.Lambda) or (isinstance(node, ast.Name) and node.id in self.defined):
+            return True, True, ""  # a function given (preprocess_logits_for_metrics=argmax_logits): truthy
         if isinstance(node, (ast.Name, ast.Attribute)):
             known, value, how = self.flags.value(dotted(node).rsplit(".", 1)[-1])
             if known:
@@ -283,6 +286,8 @@ def scan_program(program: Program, rules: Sequence[CodeRule]) -> tuple[list[Code
     for f, tree in trees:
         matcher = _Matcher(rules, f, f.text.splitlines(), flags)
         matcher.module_dicts = _module_dicts(tree)
+        matcher.defined = {n.name for n in ast.walk(tree)
+                           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}  # fmt: skip
         matcher.visit(tree)
         hits.extend(matcher.hits)
         hits.extend(_text_hits(f, rules))
