@@ -13,6 +13,7 @@ from oomwatch.agent.tick import ProcessSample, Tick
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.progress import Progress
 
+NODE_COLUMNS = ("time", "swap_total", "swap_free", "pressure_some", "pressure_full")
 NODE_POINTS = 3000  # node samples kept for the swap/pressure analyzer: 10 minutes at the default 0.2 s
 JOB_CGROUP_SHARE = 0.9  # of the job's memory, the share its own memory cgroup holds at least
 TRAIL_POINTS = 1000  # samples of each process (and cgroup) kept for the estimator, thinned evenly past it
@@ -139,8 +140,9 @@ class Recorder:
                 for pid, s in self.seen.items() if s.last_time >= since]  # fmt: skip
 
     def samples(self) -> dict[str, Any]:
-        """The trails as a document: each process (its last role, rank and comm) with its samples, and the
-        samples of the memory cgroup that held (nearly) all of the job's memory (its own), when there is one."""
+        """The trails as a document: each process (its last role, rank and comm) with its samples, the
+        samples of the memory cgroup that held (nearly) all of the job's memory (its own), when there is one,
+        and the node's swap and pressure at each tick."""
         processes = [
             {"pid": pid, "role": s.last.role, "rank": s.last.rank, "comm": s.last.comm,
              "points": [list(pt) for pt in self.trails[pid].points]}
@@ -156,6 +158,9 @@ class Recorder:
             "cgroup_columns": ["time", "usage", "anon", "shmem", "file", "limit", "unreclaimable_peak"],
             "processes": processes,
             "cgroup": cgroup,
+            # the node's swap and memory pressure (PSI avg10, percent) at each tick: what the analyzers had
+            "node_columns": list(NODE_COLUMNS),
+            "node": [[n[c] for c in NODE_COLUMNS] for n in self.node],
         }
 
     def _job_cgroup(self) -> str | None:

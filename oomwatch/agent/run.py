@@ -350,7 +350,10 @@ def _diagnose(
         scans.append(engine.scan("kernel log (/dev/kmsg)", "\n".join(kernel).encode() + b"\n"))
     live = analyze(rec.rows(), victim, node=rec.node)
     live = dataclasses.replace(live, programs=programs(rec.peaks(alive_with=victim)))
-    return engine.diagnose(scans, known=rec.roles(), live=live, program=program)
+    # oomwatch itself shares the job's memory limit when it runs inside the job's container: in the
+    # kernel's task table it is no rank of the job
+    known = {**rec.roles(), os.getpid(): ("other", None)}
+    return engine.diagnose(scans, known=known, live=live, program=program)
 
 
 def _forward_signals(proc: subprocess.Popen[bytes]) -> dict[int, Any]:

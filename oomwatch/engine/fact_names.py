@@ -148,6 +148,10 @@ FACTS: dict[str, str] = {
     "growth.bytes": "peak - first value",
     "growth.points": "how many values the shape was read from",
     "growth.r2": "how straight the rise was (least-squares r², 1.0: a steady climb)",
+    "growth.stalled_seconds": (
+        "seconds at the end the victim held level at its peak while tasks stalled waiting for memory (PSI): "
+        "left out of growth.*, the limit held it"
+    ),
     "growth.read_share": (
         "bytes the victim read (/proc/PID/io rchar) while its memory rose to its peak / that rise: near 1, data "
         "read into memory (a dataset, a checkpoint); near 0, memory that grew on its own (samples only)"

@@ -8,7 +8,10 @@ psutil, ``free``; the hint ``host_memory``), per rank, in the order printed.
 held, ``climb`` when the rise spread over the series (the 80% mark in its last half, a straight
 least-squares fit: r² >= 0.8), ``flat`` when it hardly rose, else ``mixed``. A series killed while
 it still rises at load looks like a climb: the cause rules weigh it with what the job was doing
-(engine.activity). Pure.
+(engine.activity). The samples the victim held level at its peak while tasks stalled waiting for
+memory (a stall still on at its last sample: ``LiveEvidence.stall``) are left out of the shape: the
+limit held it there (the kernel reclaiming and refaulting file pages for seconds before it kills),
+and a climb pinned at the limit for 20 s is not a load that held. Pure.
 """
 
 from __future__ import annotations
@@ -16,15 +19,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from oomwatch.engine.model import Event, Evidence, LiveProcess
+from oomwatch.engine.model import Event, Evidence, LiveProcess, Stall
 from oomwatch.engine.roles import role_phrase
 from oomwatch.engine.sizes import human, parse_size
 
 MIB = 1 << 20
 MIN_POINTS = 3
 MIN_RISE = 16 * MIB  # less than this (or 20% of the start) is flat
+# a trailing plateau: every value from there on within this share of the last (or MIN_RISE / 2) of it
+PLATEAU = 0.05
 GROWTH_FACTS = (
     "growth.shape", "growth.basis", "growth.ratio", "growth.bytes", "growth.points", "growth.r2", "growth.read_share",
+    "growth.stalled_seconds",
 )  # fmt: skip
 
 
@@ -59,6 +65,33 @@ def shape(points: Sequence[tuple[float, int]]) -> tuple[str, float | None]:
     if when >= 0.5 and r2 is not None and r2 >= 0.8:
         return "climb", r2
     return "mixed", r2
+
+
+def stalled_tail(points: Sequence[tuple[float, int]], stall: Stall | None) -> int:
+    """How many of the last ``points`` to leave out of a growth read: those after the first sample in
+    ``stall`` of the trailing plateau (every value from there on within PLATEAU of the last), the
+    memory the limit held level while the tasks stalled. 0 without a stall, or where fewer than
+    MIN_POINTS would be left."""
+    if stall is None or len(points) <= MIN_POINTS:
+        return 0
+    last = points[-1][1]
+    band = max(PLATEAU * last, MIN_RISE / 2)
+    i = len(points)
+    while i > 0 and abs(points[i - 1][1] - last) <= band:
+        i -= 1
+    first = next((j for j in range(i, len(points)) if points[j][0] >= stall.start), None)
+    if first is None or first + 1 < MIN_POINTS:
+        return 0
+    return len(points) - (first + 1)
+
+
+def stalled_words(points: Sequence[tuple[float, int]], dropped: int, stall: Stall, what: str) -> str:
+    """What a growth line says of the samples ``stalled_tail`` left out of its ``what``."""
+    seconds = points[-1][0] - points[-dropped - 1][0]
+    return (
+        f"; its last {seconds:.1f} s ({dropped} samples) held level while tasks stalled waiting for memory "
+        f"(PSI full avg10 up to {stall.peak:.0f}%, {stall.where}): the limit held it, left out of the {what}"
+    )
 
 
 def _read_share(victim: LiveProcess, points: list[tuple[float, int]]) -> tuple[float | None, int | None]:
@@ -96,25 +129,30 @@ def printed_series(events: Sequence[Event]) -> dict[tuple[str, str], list[tuple[
 
 
 def growth_facts(
-    victim: LiveProcess | None, events: Sequence[Event], victim_rank: int | None
+    victim: LiveProcess | None, events: Sequence[Event], victim_rank: int | None, stall: Stall | None = None
 ) -> tuple[dict[str, Any], list[Evidence]]:
     facts: dict[str, Any] = dict.fromkeys(GROWTH_FACTS)
     if victim is not None and len(victim.points) >= MIN_POINTS:
         points = list(victim.points)
-        kind, r2 = shape(points)
+        dropped = stalled_tail(points, stall)
+        read_from = points[: len(points) - dropped]
+        kind, r2 = shape(read_from)
         who = f"pid {victim.pid} ({victim.comm}, {role_phrase(victim.role, victim.rank)})"
         (t0, v0), (t1, v1) = points[0], points[-1]
         peak = max(v for _, v in points)
         what = "USS (private memory)" if victim.basis == "USS" else "anonymous memory"
-        share, read = _read_share(victim, points)
+        share, read = _read_share(victim, read_from)
         text = (
             f"{who}: {what} {human(v0)} → {human(peak)} (peak) → {human(v1)} over {t1 - t0:.1f} s, "
             f"{len(points)} samples: {kind}"
             + (f" ({victim.estimated} between smaps reads, from its anonymous memory)" if victim.estimated else "")
+            + (stalled_words(points, dropped, stall, "shape") if dropped and stall else "")
             + (f"; it read {human(read)} meanwhile" if read is not None else "")
         )
-        facts.update(_numbers(kind, f"{victim.basis} samples", v0, peak, len(points), r2))
+        facts.update(_numbers(kind, f"{victim.basis} samples", v0, peak, len(read_from), r2))
         facts["growth.read_share"] = share
+        if dropped:
+            facts["growth.stalled_seconds"] = round(points[-1][0] - read_from[-1][0], 1)
         return facts, [Evidence("agent history", 0, text)]
     series = printed_series(events)
     if not series:

@@ -62,6 +62,17 @@ class LiveProcess:
 
 
 @dataclass(frozen=True)
+class Stall:
+    """Tasks stalled waiting for memory from ``start`` on, still at the victim's last sample: PSI "full"
+    avg10 up to ``peak`` percent, at ``where`` (the node, or a cgroup). Memory that holds level then
+    is held by its limit, not by the job (engine.growth)."""
+
+    start: float
+    peak: float
+    where: str
+
+
+@dataclass(frozen=True)
 class LiveEvidence:
     """What live samples add (the agent's history, ``oomwatch run``): ``history.*`` facts for the
     rules, evidence lines by topic (a cause signal names one as ``history:<topic>``), and the job's
@@ -72,6 +83,7 @@ class LiveEvidence:
     processes: tuple[LiveProcess, ...] = ()
     # separate programs that shared the victim's memory limit (none started the other): (pid, comm, bytes)
     programs: tuple[tuple[int, str, int], ...] = ()
+    stall: Stall | None = None  # the memory stall the victim's samples end in
 
 
 @dataclass(frozen=True)

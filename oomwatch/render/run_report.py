@@ -5,6 +5,7 @@ job's memory cgroup over the run, the input of ``oomwatch estimate``), for a mac
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 
 from oomwatch.agent.recorder import RunResult, exit_status
@@ -36,6 +37,8 @@ def run_report(result: RunResult, command: Sequence[str]) -> str:
         "returncode": result.returncode,
         "exit_status": exit_status(result.returncode),
         "duration_seconds": round(result.duration, 3),
+        # oomwatch's own process: inside the job's cgroup it is in the kernel's task table too, no part of the job
+        "oomwatch_pid": os.getpid(),
         "diagnosis": json.loads(RENDERERS["json"](result.diagnosis)) if result.diagnosis else None,
         "kernel_lines": result.kernel_lines,
         "processes": [

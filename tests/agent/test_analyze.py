@@ -205,13 +205,20 @@ def _top_cause(doc: dict[str, Any], expected: str) -> dict[str, Any]:
     return causes[0]
 
 
+def _reanalyze(doc: dict[str, Any]) -> Any:
+    """What the analyzers make of an incident's history: its process rows, with the node's and the job's
+    cgroups' rows (their memory pressure: a stall at the end is left out of the victim's growth)."""
+    h = doc["history"]
+    return analyze(h["processes"], doc["victim"]["pid"], node=h.get("node", ()), cgroups=h.get("cgroups", ()))
+
+
 def test_incident_for_copy_on_write_quotes_the_workers_uss_growth(tmp_path: Path):
     # this scenario's workers live about a second: sample them often, their smaps every tick
     doc = _run_scenario_under_agent(tmp_path, "cow_refcount").first
     top = doc["diagnosis"]["causes"][0]
     assert top["id"] == "cow_refcount_defeat", doc["diagnosis"]["causes"]
     quoted = [e for e in top["evidence"] if e["file"] == SOURCE]
-    live = analyze(doc["history"]["processes"], doc["victim"]["pid"]).facts
+    live = _reanalyze(doc).facts
     assert quoted and "USS" in quoted[0]["text"] and "while RSS" in quoted[0]["text"], (top, live)
     print("copy-on-write incident evidence:", *[e["text"] for e in quoted], sep="\n  ")
 
@@ -224,7 +231,7 @@ def test_incident_for_a_dict_cache_quotes_the_workers_growth(tmp_path: Path):
     doc = _check_victim(run, "dict_cache")
     pid = doc["victim"]["pid"]
     top = _top_cause(doc, "unbounded_cache")
-    live = analyze(doc["history"]["processes"], pid)
+    live = _reanalyze(doc)
     # a forked worker's anonymous memory starts with the ~210 MiB it shares with its parent (at most
     # ~2.3x before the kill, against the rule's 2x): its growth is measured on its USS (8-90x here)
     assert live.facts["history.victim_growth_basis"] == "USS", live.facts
@@ -240,7 +247,7 @@ def test_incident_for_a_manager_cache_quotes_the_managers_growth(tmp_path: Path)
     run = _run_scenario_under_agent(tmp_path, "manager_cache", interval=0.25, budget=0.5)
     doc = _check_victim(run, "manager_cache")
     # what the analyzers make of the incident's own history rows (the rows they were given)
-    live = analyze(doc["history"]["processes"], doc["victim"]["pid"])
+    live = _reanalyze(doc)
     assert live.facts.get("history.manager_growth_bytes", 0) >= 64 * MIB, live.facts
     print("manager_cache analyzers:", *[e.text for e in live.evidence["manager_growth"]], sep="\n  ")
     top = _top_cause(doc, "manager_cache")
@@ -254,7 +261,7 @@ def test_incident_for_a_manager_cache_quotes_the_managers_growth(tmp_path: Path)
 def test_incident_for_keep_in_memory_quotes_every_ranks_private_set(tmp_path: Path):
     run = _run_scenario_under_agent(tmp_path, "keep_in_memory", interval=0.25, budget=0.5)
     doc = _check_victim(run, "keep_in_memory")
-    live = analyze(doc["history"]["processes"], doc["victim"]["pid"])
+    live = _reanalyze(doc)
     assert live.facts.get("history.ranks_similar", 0) >= 2, live.facts
     print("keep_in_memory analyzers:", *[e.text for e in live.evidence["ranks_uss"]], sep="\n  ")
     top = _top_cause(doc, "keep_in_memory_duplication")

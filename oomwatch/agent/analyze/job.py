@@ -14,7 +14,9 @@ the lines that show them. Pure: history rows in (``ProcessRow``, or anything wit
 - **swap saturation and memory pressure**: the node's swap nearly full
   (``history.swap_used_ratio``) and tasks stalled waiting for memory, from PSI avg10 of the node or
   the job's cgroups (``history.pressure_some_avg10``, ``history.pressure_full_avg10``, and how long
-  "full" stayed high: ``history.pressure_full_seconds``).
+  "full" stayed high: ``history.pressure_full_seconds``); a stall still on at the victim's last sample
+  (``LiveEvidence.stall``): the victim's memory held level in it is left out of its growth, here and in
+  engine.growth (the limit held it, not the job).
 
 Every evidence line says which process and the times of the samples it compares. Each analyzer is a module
 of this package (``cow``, ``duplication``, ``growth``, ``pressure``), run here in that order (evidence lines are
@@ -29,7 +31,7 @@ from typing import Any
 from oomwatch.agent.analyze.cow import copy_on_write
 from oomwatch.agent.analyze.duplication import duplication
 from oomwatch.agent.analyze.growth import manager_growth, victim_growth
-from oomwatch.agent.analyze.pressure import swap_and_pressure
+from oomwatch.agent.analyze.pressure import swap_and_pressure, trailing_stall
 from oomwatch.agent.analyze.series import SOURCE, EvidenceMap, Facts, Lines, get, live, series
 from oomwatch.engine.model import LiveEvidence
 
@@ -46,17 +48,20 @@ def analyze(
     """``rows``: the job's process rows; ``node``: node rows (swap_total, swap_free, pressure_some,
     pressure_full); ``cgroups``: the job's cgroup rows (path, pressure_some, pressure_full)."""
     by_pid = series(rows)
+    node, cgroups = list(node), list(cgroups)
     facts: Facts = {}
     evidence: EvidenceMap = {}
     ev = Lines()
     copy_on_write(by_pid.values(), facts, evidence, ev)
     duplication(by_pid.values(), facts, evidence, ev)
     victim = by_pid.get(victim_pid) if victim_pid is not None else None
+    stall = trailing_stall(node, cgroups, victim.points[-1][0]) if victim is not None and victim.points else None
     if victim is not None:
-        victim_growth(victim, facts, evidence, ev)
+        victim_growth(victim, facts, evidence, ev, stall)
     manager_growth(by_pid.values(), facts, evidence, ev)
-    swap_and_pressure(list(node), list(cgroups), facts, evidence, ev)
-    return LiveEvidence(facts=facts, evidence=evidence, processes=tuple(live(s) for s in by_pid.values()))
+    swap_and_pressure(node, cgroups, facts, evidence, ev)
+    processes = tuple(live(s) for s in by_pid.values())
+    return LiveEvidence(facts=facts, evidence=evidence, processes=processes, stall=stall)
 
 
 def this_run(rows: list[Any], victim: int) -> list[Any]:

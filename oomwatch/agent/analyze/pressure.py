@@ -1,16 +1,24 @@
 """Swap saturation and memory pressure: the node's swap nearly full (``history.swap_used_ratio``) and tasks
 stalled waiting for memory, from PSI avg10 of the node or the job's cgroups (``history.pressure_some_avg10``,
-``history.pressure_full_avg10``, and how long "full" stayed high: ``history.pressure_full_seconds``)."""
+``history.pressure_full_avg10``, and how long "full" stayed high: ``history.pressure_full_seconds``); and
+the stall still on at the victim's last sample (``trailing_stall``), in which its memory holds level
+because the limit holds it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from oomwatch.agent.analyze.series import EvidenceMap, Facts, Lines, clock, get
+from oomwatch.engine.model import Stall
 from oomwatch.engine.sizes import human
 
 SWAP_WORTH_SAYING = 0.5  # swap used ratio from which the evidence line is given
 PRESSURE_WORTH_SAYING = 10.0  # PSI avg10 percent ("full", or "some") from which the evidence line is given
+STALL_ONSET = 1.0  # PSI "full" avg10 percent: tasks have begun to stall (a tenth of a second of a full stall)
+# walking back from the end, a value this many times the lowest since: an earlier stall that had eased
+STALL_EASED = 1.5
+SLACK = 1.0  # seconds: a node's pressure is read once a second; the one just after the victim's last sample counts
+PSI_PERIOD = 2.0  # seconds: the kernel recomputes avg10 every 2 s, so a reading shows a stall up to 2 s late
 
 
 def swap_and_pressure(
@@ -71,3 +79,34 @@ def swap_and_pressure(
         )
     if lines:
         evidence["pressure"] = tuple(lines)
+
+
+def trailing_stall(node: list[Any], cgroups: list[Any], until: float) -> Stall | None:
+    """The memory stall still on at ``until`` (the victim's last sample). Of each place (the node, each
+    of the job's cgroups) whose "full" avg10 is PRESSURE_WORTH_SAYING or more at its last reading by
+    then: the foot of that rise, walking back while it stays at STALL_ONSET or more, down to the lowest
+    value before an earlier stall that had eased (a value STALL_EASED times that low). avg10 is smoothed:
+    it rises steadily through a stall and decays after one; the stall began up to PSI_PERIOD before
+    the foot was read. The earliest start of the places, and the highest avg10 since the foot."""
+    places: dict[str, list[tuple[float, float]]] = {}
+    for where, r in [("node", n) for n in node] + [(f"cgroup {get(c, 'path')}", c) for c in cgroups]:
+        value, t = get(r, "pressure_full"), float(get(r, "time"))
+        if value is not None and t <= until + SLACK:
+            places.setdefault(where, []).append((t, float(value)))
+    found: Stall | None = None
+    for where, readings in places.items():
+        readings.sort()
+        if readings[-1][1] < PRESSURE_WORTH_SAYING:
+            continue
+        low = j = len(readings) - 1
+        while j > 0 and readings[j - 1][1] >= STALL_ONSET:
+            j -= 1
+            if readings[j][1] <= readings[low][1]:
+                low = j
+            elif readings[j][1] >= STALL_EASED * readings[low][1]:
+                break
+        foot = readings[low][0]
+        peak = max(v for t, v in readings if t >= foot)
+        if found is None or foot - PSI_PERIOD < found.start:
+            found = Stall(foot - PSI_PERIOD, round(peak, 2), where)
+    return found
