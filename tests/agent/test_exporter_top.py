@@ -148,6 +148,9 @@ def test_the_exposition_is_rendered_once_per_tick():
     collector.forecasts = []  # replaced whole, as each tick does: a new version
     cache.get(encoder, False)
     assert len(calls) == 3
+    # a configuration reloaded between ticks shows at the next scrape, not the next tick
+    collector.budget_fraction = 0.25
+    assert b"oomwatch_smaps_budget_ratio 0.25" in cache.get(encoder, False) and len(calls) == 4
 
 
 def test_promtool_accepts_the_exposition(tmp_path):

@@ -67,14 +67,15 @@ class AgentCollector(Collector):
 
     def version(self) -> object:
         """Changes whenever what :meth:`collect` yields may have (a new tick, new forecasts, an incident
-        counted or written): the key of the rendered exposition (:class:`RenderCache`)."""
+        counted or written, a configuration reloaded between ticks): the key of the rendered exposition
+        (:class:`RenderCache`)."""
         inc = self.incidents
         kills: object = None
         if inc is not None:
             with inc.lock:
                 kills = (sum(inc.counts.values()), inc.last_time, inc.write_errors, hash(tuple(inc.recent)))
             kills = (kills, inc.unwritten)
-        return self.ticks_total, id(self.forecasts), kills
+        return self.ticks_total, id(self.forecasts), kills, (self.top_n, self.top_workers, self.budget_fraction)
 
     def describe(self) -> list[Metric]:
         return []  # unchecked collector: families depend on what the host has (GPUs, cgroups)
