@@ -351,8 +351,9 @@ def _diagnose(
     live = analyze(rec.rows(), victim, node=rec.node)
     live = dataclasses.replace(live, programs=programs(rec.peaks(alive_with=victim)))
     # oomwatch itself shares the job's memory limit when it runs inside the job's container: in the
-    # kernel's task table it is no rank of the job
-    known = {**rec.roles(), os.getpid(): ("other", None)}
+    # kernel's task table it is no rank of the job (a Python process of the job's tree the agent does
+    # not place either: unknown)
+    known = {**rec.roles(), os.getpid(): ("unknown", None)}
     return engine.diagnose(scans, known=known, live=live, program=program)
 
 

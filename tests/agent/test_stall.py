@@ -41,7 +41,7 @@ def _replay(doc: dict[str, Any], node: bool = True) -> tuple[Any, Any]:
         engine.scan("kernel log (/dev/kmsg)", "\n".join(doc["kernel_lines"]).encode() + b"\n"),
     ]
     known = {p["pid"]: (p["role"], p["rank"]) for p in doc["processes"]}
-    known[doc["oomwatch_pid"]] = ("other", None)
+    known[doc["oomwatch_pid"]] = ("unknown", None)
     return live, engine.diagnose(scans, known=known, live=live)
 
 
