@@ -93,10 +93,18 @@ class Trace:
     def private_peaks(self) -> list[tuple[float, int]]:
         """(time, private bytes) at the highest moment since the previous sample: ``private()`` plus how far
         its anonymous memory rose above this sample's between the two (a load's transient peak, read every
-        20 ms by ``oomwatch run``); ``private()`` itself where that was not read."""
+        20 ms by ``oomwatch run``); ``private()`` itself where that was not read. A last sample that read only
+        that highest (the process died during the tick: the kernel killed it) is its last private bytes plus
+        how far its anonymous memory rose since."""
         tops = {p.time: p.anon_peak - p.anon for p in self.points
                 if p.anon_peak is not None and p.anon is not None and p.anon_peak > p.anon}  # fmt: skip
-        return [(t, v + tops.get(t, 0)) for t, v in self.private()]
+        out = [(t, v + tops.get(t, 0)) for t, v in self.private()]
+        last = self.points[-1] if self.points else None
+        if out and last is not None and last.anon is None and last.anon_peak is not None and last.time > out[-1][0]:
+            anon = next((p.anon for p in reversed(self.points) if p.anon is not None), None)
+            base = next(v for t, v in self.private() if t == out[-1][0])
+            out.append((last.time, base + max(0, last.anon_peak - (anon if anon is not None else last.anon_peak))))
+        return out
 
     def proportional(self) -> list[tuple[float, int]]:
         """(time, PSS bytes) at every sample, carried between readings by the RSS's change (else the RSS)."""

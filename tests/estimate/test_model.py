@@ -352,6 +352,22 @@ def test_a_reports_points_carry_what_was_read_between_them():
     assert [j.peak for j in rec.job] == [45, None] and rec.job[0].unreclaimable == 45 and rec.job[1].unreclaimable == 10
 
 
+def test_a_process_killed_during_a_tick_counts_its_last_highest_as_its_own():
+    # the kernel killed the rank during the tick: its last sample read only the 20 ms highest of its anonymous
+    # memory, the cgroup's that moment's highest; what the job held there is the rank's, not pages it shared
+    rank = Trace(10, "rank", None, "python")
+    for i in range(10):
+        a = (100 + 30 * i) * MIB
+        rank.points.append(Point(float(i), a, a, a + 10 * MIB, a, 0, None, a))
+    rank.points.append(Point(10.0, None, None, None, None, None, None, 400 * MIB))
+    job = [JobPoint(float(i), (120 + 30 * i) * MIB, (100 + 30 * i) * MIB, 0, 20 * MIB) for i in range(10)]
+    job.append(JobPoint(10.0, 200 * MIB, 150 * MIB, 0, 8 * MIB, peak=400 * MIB))
+    assert rank.private_peaks()[-1] == (10.0, 400 * MIB)
+    seen = build([rank], job)
+    assert seen.measured_needed == 400 * MIB and seen.shared_unreclaimable == 0  # not 400 MiB shared on top
+    assert project(seen, Scale(ranks=1, workers=0)).needed == 400 * MIB
+
+
 def test_a_worker_exiting_between_samples_does_not_make_that_intervals_peak_the_jobs_moment():
     # a rank of 500 MiB and its worker of 100 MiB, which exits at the epoch's end between samples 10 and 11: the
     # interval's peak (the worker's last 20 MiB with it) is of a moment whose processes' own peaks are not all
