@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -12,6 +13,7 @@ from oomwatch.estimate.inputs import EstimateInputError, from_report
 from oomwatch.estimate.model import JobPoint, Point, Trace, build
 from oomwatch.estimate.project import Scale, loaded, project
 from oomwatch.estimate.steps import clock
+from tests.conftest import FIXTURES
 
 MIB = 1 << 20
 
@@ -366,6 +368,15 @@ def test_a_process_killed_during_a_tick_counts_its_last_highest_as_its_own():
     seen = build([rank], job)
     assert seen.measured_needed == 400 * MIB and seen.shared_unreclaimable == 0  # not 400 MiB shared on top
     assert project(seen, Scale(ranks=1, workers=0)).needed == 400 * MIB
+
+
+def test_a_real_run_killed_at_its_limit_needs_what_it_held_there():
+    # oomwatch run's report of a process OOM-killed at 400 MiB (tests/fixtures/run_reports/thrash_then_kill)
+    rec = from_report(json.loads((FIXTURES / "run_reports" / "thrash_then_kill" / "report.json").read_text()), "r")
+    seen = build(rec.traces, rec.job)
+    assert 380 * MIB <= seen.measured_needed <= 400 * MIB
+    assert seen.shared_unreclaimable < 32 * MIB  # oomwatch's own pages in the cgroup, not the rank's again
+    assert 380 * MIB <= project(seen, Scale(ranks=1, workers=0)).needed <= 400 * MIB
 
 
 def test_a_worker_exiting_between_samples_does_not_make_that_intervals_peak_the_jobs_moment():
