@@ -91,6 +91,16 @@ def test_samples_between_smaps_reads_carry_the_private_memory_by_the_anonymous()
     assert [v // MIB for _, v in proc.points] == [2, 2, 2, 62, 62, 62, 122, 122, 122, 182]
 
 
+def test_private_memory_is_at_most_the_anonymous_and_shmem_memory():
+    # a process that reads a 64 MiB file it alone maps while it keeps 30 MiB a second (a real run under a
+    # 400 MiB limit, tests/fixtures/run_reports/thrash_then_kill): its USS counts the mapped file's pages,
+    # which the limit trades for the anonymous memory that grows; read as USS, the climb levels off
+    rows = [row(float(t), 30, "rank", (70 + 30 * t) * MIB, (5 + 30 * t) * MIB, min(69 + 30 * t, 370) * MIB)
+            for t in range(13)]  # fmt: skip
+    (proc,) = analyze(rows, victim_pid=30).processes
+    assert proc.basis == "USS" and [v // MIB for _, v in proc.points] == [5 + 30 * t for t in range(13)]
+
+
 def test_similar_ranks_and_a_growing_manager():
     rows = []
     for t in (0.0, 5.0):

@@ -30,10 +30,11 @@ class Series:
     role: str
     rank: int | None
     comm: str
-    points: list[tuple[float, int | None, int | None, int | None, int | None]]  # (time, rss, anon, uss, rchar)
+    # (time, rss, anon, uss, rchar, shmem)
+    points: list[tuple[float, int | None, int | None, int | None, int | None, int | None]]
 
     def known(self, i: int) -> list[tuple[float, int]]:
-        """(time, value) where field ``i`` (1 rss, 2 anon, 3 uss, 4 rchar) is known."""
+        """(time, value) where field ``i`` (1 rss, 2 anon, 3 uss, 4 rchar, 5 shmem) is known."""
         out: list[tuple[float, int]] = []
         for p in self.points:
             v = p[i]
@@ -75,7 +76,7 @@ def series(rows: Iterable[Any]) -> dict[int, Series]:
             if read_at.get(pid) == smaps_time:
                 uss = rchar = None  # the same reading carried on to this sample: not a new measurement
             read_at[pid] = smaps_time
-        s.points.append((float(get(r, "time")), get(r, "rss"), get(r, "anon"), uss, rchar))
+        s.points.append((float(get(r, "time")), get(r, "rss"), get(r, "anon"), uss, rchar, get(r, "shmem")))
     for s in out.values():
         s.points.sort(key=lambda p: p[0])
     return out
@@ -99,7 +100,10 @@ def private(s: Series) -> tuple[str, list[tuple[float, int]], int]:
     at least 3 times over MIN_SPAN: USS at each read and, at the samples between reads (the smaps
     budget skips processes on a busy node), the latest read's USS plus how much its anonymous memory
     moved since (a new allocation is private; before the first read, from the first read back). Else
-    its anonymous memory, which for a forked worker starts with what it still shares with its parent."""
+    its anonymous memory, which for a forked worker starts with what it still shares with its parent.
+    Each value at most its anonymous + shmem memory then: USS also counts the file pages only this process
+    maps (a memory-mapped file it reads, its own libraries), page cache that a limit trades for the
+    anonymous memory that grows, so that a climb would seem to hold level as the limit nears."""
     uss, anon = s.known(3), s.known(2)
     if not spans(uss):
         return "anonymous", anon, 0
@@ -107,13 +111,15 @@ def private(s: Series) -> tuple[str, list[tuple[float, int]], int]:
     first = next(((p[3], p[2]) for p in s.points if isinstance(p[3], int) and isinstance(p[2], int)), None)
     out: list[tuple[float, int]] = []
     estimated = 0
-    for t, _, a, u, _ in s.points:
+    for t, _, a, u, _, shmem in s.points:
+        held = a + (shmem or 0) if isinstance(a, int) else None
         if isinstance(u, int):
-            out.append((t, u))
+            out.append((t, min(u, held) if held is not None else u))
             if isinstance(a, int):
                 read = (u, a)
         elif isinstance(a, int) and (base := read or first) is not None:
-            out.append((t, max(0, base[0] + a - base[1])))
+            value = max(0, base[0] + a - base[1])
+            out.append((t, min(value, held) if held is not None else value))
             estimated += 1
     return "USS", out, estimated
 
