@@ -592,7 +592,9 @@ def _once(
         foreign = (first.anon or 0) + (first.shmem or 0) - _near(sums, first.time)[2]
         if foreign <= FOREIGN_ANON:
             held = _held(traces, usable)
-            top = max(usable, key=lambda j: held[j.time])
+            # of the samples tied at the highest, the last: its processes' USS is then read after what came
+            # before it (the first one can precede a fork's first smaps reading, the pages still counted private)
+            top = max(usable, key=lambda j: (held[j.time], j.time))
             needed = held[top.time]
             cache = max(max(0, (j.usage or 0) - (j.anon or 0) - (j.shmem or 0)) for j in usable)
             shared = max(0, needed - _near(sums, top.time)[0])

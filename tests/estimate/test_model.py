@@ -370,6 +370,22 @@ def test_a_process_killed_during_a_tick_counts_its_last_highest_as_its_own():
     assert project(seen, Scale(ranks=1, workers=0)).needed == 400 * MIB
 
 
+def test_pages_shared_after_a_fork_are_read_where_the_parents_uss_was_read_after_it():
+    # (a CI probe's samples) a parent of 156 MiB forked 2 workers; the job's first sample is of the moment
+    # after the fork, before smaps read the parent again (its USS still carried as private from before);
+    # every later sample holds the same 231 MiB: the shared pages are read at the last of them
+    rank = Trace(1, "rank", None, "python", [Point(-0.24, 4 * MIB, 4 * MIB, 4 * MIB, 4 * MIB, 0)])
+    rank.points.append(Point(0.0, None, None, 160 * MIB, 156 * MIB, 0))
+    workers = [Trace(2 + i, "dataloader_worker", None, "pt_data_worker") for i in range(2)]
+    for i in range(1, 20):
+        rank.points.append(Point(i * 0.2, 0, 60 * MIB, 160 * MIB, 156 * MIB, 0))
+    for w in workers:
+        w.points.extend(Point(i * 0.2, 40 * MIB, 100 * MIB, 200 * MIB, 196 * MIB, 0) for i in range(20))
+    job = [JobPoint(i * 0.2, 232 * MIB, 231 * MIB, 0, MIB) for i in range(20)]
+    seen = build([rank, *workers], job)
+    assert seen.shared_unreclaimable == 151 * MIB  # 231 - (0 + 2 x 40), not 0 (231 - 156 - 80)
+
+
 def test_a_real_run_killed_at_its_limit_needs_what_it_held_there():
     # oomwatch run's report of a process OOM-killed at 400 MiB (tests/fixtures/run_reports/thrash_then_kill)
     rec = from_report(json.loads((FIXTURES / "run_reports" / "thrash_then_kill" / "report.json").read_text()), "r")
