@@ -85,8 +85,10 @@ def stalled_tail(points: Sequence[tuple[float, int]], stall: Stall | None) -> in
     return len(points) - (first + 1)
 
 
-def stalled_words(points: Sequence[tuple[float, int]], dropped: int, stall: Stall, what: str) -> str:
-    """What a growth line says of the samples ``stalled_tail`` left out of its ``what``."""
+def stalled_words(points: Sequence[tuple[float, int]], dropped: int, stall: Stall | None, what: str) -> str:
+    """What a growth line says of the samples ``stalled_tail`` left out of its ``what`` ("" for none)."""
+    if not dropped or stall is None:
+        return ""
     seconds = points[-1][0] - points[-dropped - 1][0]
     return (
         f"; its last {seconds:.1f} s ({dropped} samples) held level while tasks stalled waiting for memory "
@@ -146,7 +148,7 @@ def growth_facts(
             f"{who}: {what} {human(v0)} → {human(peak)} (peak) → {human(v1)} over {t1 - t0:.1f} s, "
             f"{len(points)} samples: {kind}"
             + (f" ({victim.estimated} between smaps reads, from its anonymous memory)" if victim.estimated else "")
-            + (stalled_words(points, dropped, stall, "shape") if dropped and stall else "")
+            + stalled_words(points, dropped, stall, "shape")
             + (f"; it read {human(read)} meanwhile" if read is not None else "")
         )
         facts.update(_numbers(kind, f"{victim.basis} samples", v0, peak, len(read_from), r2))

@@ -98,12 +98,12 @@ class Trace:
         how far its anonymous memory rose since."""
         tops = {p.time: p.anon_peak - p.anon for p in self.points
                 if p.anon_peak is not None and p.anon is not None and p.anon_peak > p.anon}  # fmt: skip
-        out = [(t, v + tops.get(t, 0)) for t, v in self.private()]
+        private = self.private()
+        out = [(t, v + tops.get(t, 0)) for t, v in private]
         last = self.points[-1] if self.points else None
         if out and last is not None and last.anon is None and last.anon_peak is not None and last.time > out[-1][0]:
-            anon = next((p.anon for p in reversed(self.points) if p.anon is not None), None)
-            base = next(v for t, v in self.private() if t == out[-1][0])
-            out.append((last.time, base + max(0, last.anon_peak - (anon if anon is not None else last.anon_peak))))
+            anon = next((p.anon for p in reversed(self.points) if p.anon is not None), last.anon_peak)
+            out.append((last.time, private[-1][1] + max(0, last.anon_peak - anon)))
         return out
 
     def proportional(self) -> list[tuple[float, int]]:

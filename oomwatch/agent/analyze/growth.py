@@ -23,7 +23,7 @@ def victim_growth(victim: Series, facts: Facts, evidence: EvidenceMap, ev: Lines
         return
     # what it held level at the end while tasks stalled on memory: the limit held it there
     dropped = stalled_tail(points, stall)
-    held = stalled_words(points, dropped, stall, "fit") if dropped and stall else ""
+    held = stalled_words(points, dropped, stall, "fit")
     samples = len(points)
     points = points[: samples - dropped]
     line_fit = fit([(t, float(v)) for t, v in points])
