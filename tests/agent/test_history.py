@@ -492,9 +492,14 @@ def test_a_writer_killed_with_sigkill_loses_no_committed_tick(store_path: Path):
                 if printed[-1] >= target:
                     os.kill(writer.pid, signal.SIGKILL)
                     break
-            out, err = writer.communicate(timeout=30)
+            # what it wrote before the kill, from the reader's buffer on: communicate() would read the pipe
+            # itself and lose the lines the loop above had already buffered
+            out = writer.stdout.read()
+            assert writer.stderr is not None
+            err = writer.stderr.read()
+            writer.wait(timeout=30)
         assert writer.returncode == -signal.SIGKILL, err
-        printed += [int(x) for x in out.split()]  # lines written before the kill
+        printed += [int(x) for x in out.split()]
         last = printed[-1]
         assert integrity(store_path) == "ok"
         reader = open_readonly(store_path)
