@@ -12,9 +12,9 @@ from typing import Any
 from oomwatch.engine.activity import activity_facts
 from oomwatch.engine.code import code_facts, scan_program
 from oomwatch.engine.facts import primary_report
-from oomwatch.engine.growth import growth_facts
+from oomwatch.engine.growth import growth_facts, printed_series
 from oomwatch.engine.jobshape import job_facts, live_members, table_members, table_roles
-from oomwatch.engine.model import Event, Evidence, LiveEvidence, OomReport, Program, Victim
+from oomwatch.engine.model import Event, Evidence, LiveEvidence, LiveProcess, OomReport, Program, Victim
 from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.engine.scanner import ScanResult
 from oomwatch.engine.sizes import human
@@ -76,6 +76,7 @@ def derived_facts(
     mine = next((p for p in processes if first is not None and p.pid == first.pid), None)
     facts, lines = growth_facts(mine, events, first.rank if first else None, live.stall if live else None)
     out.facts.update(facts)
+    out.facts["growth.capacity_share"] = _capacity_share(facts.get("growth.bytes"), mine, processes, events, capacity)
     out.evidence["growth"] = lines
 
     facts, by_activity = activity_facts(scans, rules.activities, rules.streams, victims)
@@ -91,3 +92,22 @@ def derived_facts(
         names = ", ".join(f.path for f in program.files[:4]) + (" ..." if len(program.files) > 4 else "")
         out.notes.append(f"code read (local, never sent anywhere): {names}")
     return out
+
+
+def _capacity_share(
+    rise: int | None,
+    mine: LiveProcess | None,
+    processes: Sequence[LiveProcess],
+    events: Sequence[Event],
+    capacity: int | None,
+) -> float | None:
+    """The victim's rise times the processes like it (its role, sampled; else the ranks that printed
+    their memory), over the limit (memcg) or MemTotal: the most of the limit that growth can have
+    filled, if each of them grew as the victim did. None when the rise or the capacity is unknown."""
+    if rise is None or not capacity:
+        return None
+    if mine is not None:
+        alike = sum(1 for p in processes if p.role == mine.role)
+    else:
+        alike = len({who for _, who in printed_series(events)})
+    return round(max(rise, 0) * max(alike, 1) / capacity, 3)

@@ -148,6 +148,10 @@ FACTS: dict[str, str] = {
     "growth.bytes": "peak - first value",
     "growth.points": "how many values the shape was read from",
     "growth.r2": "how straight the rise was (least-squares r², 1.0: a steady climb)",
+    "growth.capacity_share": (
+        "growth.bytes x the processes of the victim's role (sampled; else the ranks that printed figures) / the "
+        "limit (memcg) or MemTotal: the most of it that growth can have filled"
+    ),
     "growth.stalled_seconds": (
         "seconds at the end the victim held level at its peak while tasks stalled waiting for memory (PSI): "
         "left out of growth.*, the limit held it"

@@ -8,7 +8,7 @@ from oomwatch.engine.code import code_facts, scan_program
 from oomwatch.engine.diagnose import diagnose
 from oomwatch.engine.growth import growth_facts, shape
 from oomwatch.engine.jobshape import Member, job_facts
-from oomwatch.engine.model import Evidence, LiveProcess, Program, SourceFile
+from oomwatch.engine.model import Evidence, LiveEvidence, LiveProcess, Program, SourceFile
 from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.scanner import WINDOW, Scanner
 
@@ -278,3 +278,36 @@ def test_a_jobs_processes_are_one_program_whoever_their_parent_is_now() -> None:
     ]
     assert programs(samples, by_job=True) == ((30, "python", 600 << 20), (40, "python", 200 << 20))
     assert len(programs(samples)) == 3  # by parents alone, the orphaned worker looks like a program of its own
+
+
+def _memcg_kill(victim: int, limit_kb: int = 1024000) -> str:
+    return "\n".join(
+        [
+            "[ 20.0] python invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0",
+            f"[ 20.0] memory: usage {limit_kb}kB, limit {limit_kb}kB, failcnt 0",
+            "[ 20.1] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/job,"
+            f"task_memcg=/job,task=python,pid={victim},uid=0",
+            f"[ 20.1] Memory cgroup out of memory: Killed process {victim} (python) total-vm:2142084kB, "
+            "anon-rss:364000kB, file-rss:20800kB, shmem-rss:0kB, UID:0 pgtables:1428kB oom_score_adj:0",
+        ]
+    )
+
+
+def test_a_climb_that_is_a_sliver_of_the_limit_did_not_fill_it() -> None:
+    """A steady climb in the victim's samples counts for an accumulation only when, in every process
+    of its role, it is a real share of the limit: 42 MiB of 1000 MiB in the one main process is not
+    what filled it; the same climb in each of 4 workers of a 160 MiB limit is."""
+
+    def live(role: str, n: int, rise: int) -> LiveEvidence:
+        points = tuple((t * 0.2, (12 + rise * t // 9) * MIB) for t in range(10))
+        return LiveEvidence(processes=tuple(LiveProcess(7 + i, "python", role, None, "USS", points) for i in range(n)))
+
+    scans = [_scan("dmesg.txt", _memcg_kill(7) + "\n")]
+    d = diagnose(scans, RULES, live=live("rank", 1, 42))
+    assert d.facts["growth.shape"] == "climb" and d.facts["growth.capacity_share"] < 0.1
+    cache = next((c for c in d.causes if c.id == "unbounded_cache"), None)
+    assert cache is None or not any("climbed steadily" in r for r in cache.reasons), cache
+    d = diagnose([_scan("dmesg.txt", _memcg_kill(7, 160 * 1024) + "\n")], RULES, live=live("dataloader_worker", 4, 42))
+    assert d.facts["growth.capacity_share"] >= 0.1
+    cache = next(c for c in d.causes if c.id == "unbounded_cache")
+    assert any("climbed steadily" in r for r in cache.reasons), cache.reasons
