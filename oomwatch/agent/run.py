@@ -46,7 +46,7 @@ from oomwatch.agent.watch.spans import kill_reports
 from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Program
-from oomwatch.engine.progress import lines_of, progress
+from oomwatch.engine.progress import Progress, lines_of, progress
 from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.paths import HostPaths
@@ -182,9 +182,9 @@ def run_command(
     victim = kills[0][0] if kills else None
     program = (read_code_of(code) or _command_code(argv)) if read_code else None
     rules = load_rules(()) if failed or captures else None
-    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, program, rules) if failed else None
     printed = sorted((line for c in captures for line in c.timed_lines()), key=lambda tl: tl[0])
     steps = progress(printed, rules.steps) if printed and rules is not None else None
+    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, program, rules, steps) if failed else None
     return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started, steps)
 
 
@@ -339,6 +339,7 @@ def _diagnose(
     victim: int | None,
     program: Program | None,
     rules: RuleSet | None = None,
+    steps: Progress | None = None,
 ) -> Diagnosis:
     engine = Engine(rules if rules is not None else load_rules(()))
     scans = []
@@ -349,7 +350,9 @@ def _diagnose(
     if kernel:
         scans.append(engine.scan("kernel log (/dev/kmsg)", "\n".join(kernel).encode() + b"\n"))
     live = analyze(rec.rows(), victim, node=rec.node)
-    live = dataclasses.replace(live, programs=programs(rec.peaks(alive_with=victim)))
+    live = dataclasses.replace(
+        live, programs=programs(rec.peaks(alive_with=victim)), progress=steps.points if steps is not None else ()
+    )
     # oomwatch itself shares the job's memory limit when it runs inside the job's container: in the
     # kernel's task table it is no rank of the job (a Python process of the job's tree the agent does
     # not place either: unknown)

@@ -74,7 +74,9 @@ def derived_facts(
             for pid, comm, size in sorted(big, key=lambda b: -b[2])[:4]
         ]
     mine = next((p for p in processes if first is not None and p.pid == first.pid), None)
-    facts, lines = growth_facts(mine, events, first.rank if first else None, live.stall if live else None)
+    facts, lines = growth_facts(
+        mine, events, first.rank if first else None, live.stall if live else None, live.progress if live else ()
+    )
     out.facts.update(facts)
     out.facts["growth.capacity_share"] = _capacity_share(facts.get("growth.bytes"), mine, processes, events, capacity)
     out.evidence["growth"] = lines

@@ -147,6 +147,10 @@ FACTS: dict[str, str] = {
     "growth.ratio": "peak / first value",
     "growth.bytes": "peak - first value",
     "growth.points": "how many values the shape was read from",
+    "growth.axis": (
+        "what the samples' shape was read against: time, or the job's training steps (a series mixed over time "
+        "that climbs against the steps: the steps slowed near the limit)"
+    ),
     "growth.r2": "how straight the rise was (least-squares r², 1.0: a steady climb)",
     "growth.capacity_share": (
         "growth.bytes x the processes of the victim's role (sampled; else the ranks that printed figures) / the "

@@ -11,11 +11,20 @@ it still rises at load looks like a climb: the cause rules weigh it with what th
 (engine.activity). The samples the victim held level at its peak while tasks stalled waiting for
 memory (a stall still on at its last sample: ``LiveEvidence.stall``) are left out of the shape: the
 limit held it there (the kernel reclaiming and refaulting file pages for seconds before it kills),
-and a climb pinned at the limit for 20 s is not a load that held. Pure.
+and a climb pinned at the limit for 20 s is not a load that held.
+
+Where the job's training steps are known (``LiveEvidence.progress``: when each step line or bar came) and
+the series over time is ``mixed`` or a ``step``, it is read again against the steps: memory kept every step
+climbs straight against them even when the steps slowed near the limit (the kernel reclaiming for each new
+page slows the allocations, and so the loop), which over time bends the climb into a curve, or into a rise
+that "held". Only the samples between the first and the last step seen are placed, and only a climb there
+that is most of the whole rise counts: a load before the steps, or at one step, is no climb against them.
+Pure.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,8 +39,9 @@ MIN_RISE = 16 * MIB  # less than this (or 20% of the start) is flat
 PLATEAU = 0.05
 GROWTH_FACTS = (
     "growth.shape", "growth.basis", "growth.ratio", "growth.bytes", "growth.points", "growth.r2", "growth.read_share",
-    "growth.stalled_seconds",
+    "growth.stalled_seconds", "growth.axis",
 )  # fmt: skip
+COVER = 0.8  # a climb against the steps counts when the samples it places span this share of the rise
 
 
 def _r2(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -65,6 +75,41 @@ def shape(points: Sequence[tuple[float, int]]) -> tuple[str, float | None]:
     if when >= 0.5 and r2 is not None and r2 >= 0.8:
         return "climb", r2
     return "mixed", r2
+
+
+def against_steps(
+    points: Sequence[tuple[float, int]], progress: Sequence[tuple[float, int]]
+) -> list[tuple[float, int]]:
+    """``points`` (time, bytes) placed at the job's steps done by then (interpolated between the step
+    readings ``progress``: (time, steps), rising), those between its first and last reading only."""
+    if len(progress) < 2:
+        return []
+    times = [t for t, _ in progress]
+    out = []
+    for t, v in points:
+        if not times[0] <= t <= times[-1]:
+            continue
+        i = min(bisect_right(times, t), len(times) - 1)
+        (ta, sa), (tb, sb) = progress[i - 1], progress[i]
+        out.append((sa + (sb - sa) * (t - ta) / (tb - ta) if tb > ta else float(sb), v))
+    return out
+
+
+def _climb_against_steps(
+    points: Sequence[tuple[float, int]], progress: Sequence[tuple[float, int]]
+) -> tuple[list[tuple[float, int]], float | None] | None:
+    """(the samples placed at their steps, r²) when, against the steps, ``points`` climb and those placed
+    span COVER of the whole rise; else None."""
+    placed = against_steps(points, progress)
+    if len(placed) < MIN_POINTS:
+        return None
+    start = points[0][1]
+    rise = max(v for _, v in points) - start
+    values = [v for _, v in placed]
+    if rise <= 0 or max(values) - min(values) < COVER * rise:
+        return None
+    kind, r2 = shape(placed)
+    return (placed, r2) if kind == "climb" else None
 
 
 def stalled_tail(points: Sequence[tuple[float, int]], stall: Stall | None) -> int:
@@ -131,7 +176,11 @@ def printed_series(events: Sequence[Event]) -> dict[tuple[str, str], list[tuple[
 
 
 def growth_facts(
-    victim: LiveProcess | None, events: Sequence[Event], victim_rank: int | None, stall: Stall | None = None
+    victim: LiveProcess | None,
+    events: Sequence[Event],
+    victim_rank: int | None,
+    stall: Stall | None = None,
+    progress: Sequence[tuple[float, int]] = (),
 ) -> tuple[dict[str, Any], list[Evidence]]:
     facts: dict[str, Any] = dict.fromkeys(GROWTH_FACTS)
     if victim is not None and len(victim.points) >= MIN_POINTS:
@@ -139,6 +188,16 @@ def growth_facts(
         dropped = stalled_tail(points, stall)
         read_from = points[: len(points) - dropped]
         kind, r2 = shape(read_from)
+        over_time = kind
+        stepped = _climb_against_steps(read_from, progress) if kind in ("mixed", "step") else None
+        steps_words = ""
+        if stepped is not None:
+            placed, r2 = stepped
+            kind = "climb"
+            steps_words = (
+                f"; against the job's training steps a climb (steps {placed[0][0]:.0f} → {placed[-1][0]:.0f}, "
+                f"{len(placed)} samples, r² {r2:.2f}): the steps slowed, not the growth"
+            )
         who = f"pid {victim.pid} ({victim.comm}, {role_phrase(victim.role, victim.rank)})"
         (t0, v0), (t1, v1) = points[0], points[-1]
         peak = max(v for _, v in points)
@@ -146,12 +205,14 @@ def growth_facts(
         share, read = _read_share(victim, read_from)
         text = (
             f"{who}: {what} {human(v0)} → {human(peak)} (peak) → {human(v1)} over {t1 - t0:.1f} s, "
-            f"{len(points)} samples: {kind}"
+            f"{len(points)} samples: {over_time}"
             + (f" ({victim.estimated} between smaps reads, from its anonymous memory)" if victim.estimated else "")
+            + steps_words
             + stalled_words(points, dropped, stall, "shape")
             + (f"; it read {human(read)} meanwhile" if read is not None else "")
         )
-        facts.update(_numbers(kind, f"{victim.basis} samples", v0, peak, len(read_from), r2))
+        facts.update(_numbers(kind, f"{victim.basis} samples", v0, peak, len(stepped[0] if stepped else read_from), r2))
+        facts["growth.axis"] = "steps" if stepped else "time"
         facts["growth.read_share"] = share
         if dropped:
             facts["growth.stalled_seconds"] = round(points[-1][0] - read_from[-1][0], 1)

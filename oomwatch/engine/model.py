@@ -84,6 +84,8 @@ class LiveEvidence:
     # separate programs that shared the victim's memory limit (none started the other): (pid, comm, bytes)
     programs: tuple[tuple[int, str, int], ...] = ()
     stall: Stall | None = None  # the memory stall the victim's samples end in
+    # the job's training steps: (time, steps done by then), rising (engine.progress), when its output showed them
+    progress: tuple[tuple[float, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -219,7 +219,13 @@ def _reanalyze(doc: dict[str, Any]) -> Any:
     """What the analyzers make of an incident's history: its process rows, with the node's and the job's
     cgroups' rows (their memory pressure: a stall at the end is left out of the victim's growth)."""
     h = doc["history"]
-    return analyze(h["processes"], doc["victim"]["pid"], node=h.get("node", ()), cgroups=h.get("cgroups", ()))
+    return analyze(
+        h["processes"],
+        doc["victim"]["pid"],
+        node=h.get("node", ()),
+        cgroups=h.get("cgroups", ()),
+        steps=h.get("steps", ()),
+    )
 
 
 def test_incident_for_copy_on_write_quotes_the_workers_uss_growth(tmp_path: Path):

@@ -311,3 +311,25 @@ def test_a_climb_that_is_a_sliver_of_the_limit_did_not_fill_it() -> None:
     assert d.facts["growth.capacity_share"] >= 0.1
     cache = next(c for c in d.causes if c.id == "unbounded_cache")
     assert any("climbed steadily" in r for r in cache.reasons), cache.reasons
+
+
+def test_a_climb_is_read_against_the_steps_when_they_slowed_near_the_limit() -> None:
+    """2 MiB kept every step, at 40 steps/s for 4 s and then 5 steps/s (the kernel reclaiming for every
+    page): over time 80% of the rise came in the first 38% and it "held" (a step: loaded, not accumulated);
+    against the steps the job printed it is a straight climb. A load before the steps stays a step."""
+    times = [t * 0.5 for t in range(21)]
+
+    def steps_at(t: float) -> float:
+        return 40 * t if t <= 4 else 160 + 5 * (t - 4)
+
+    progress = tuple((t, int(steps_at(t))) for t in times[1:])
+    leak = LiveProcess(7, "python", "rank", 0, "USS", tuple((t, int((300 + 2 * steps_at(t)) * MIB)) for t in times))
+    facts, _ = growth_facts(leak, [], 0)
+    assert facts["growth.shape"] == "step" and facts["growth.axis"] == "time"
+    facts, lines = growth_facts(leak, [], 0, progress=progress)
+    assert facts["growth.shape"] == "climb" and facts["growth.axis"] == "steps", facts
+    assert "against the job's training steps a climb" in lines[0].text and ": step;" in lines[0].text
+    # a dataset read in before the first step, then steps at a steady pace: a load, on either clock
+    load = LiveProcess(7, "python", "rank", 0, "USS", tuple((t, (300 if t < 2 else 900) * MIB) for t in times))
+    late = tuple((t, int(40 * (t - 2))) for t in times if t >= 2)
+    assert growth_facts(load, [], 0, progress=late)[0]["growth.shape"] == "step"

@@ -34,6 +34,7 @@ from oomwatch.agent.analyze.growth import manager_growth, victim_growth
 from oomwatch.agent.analyze.pressure import swap_and_pressure, trailing_stall
 from oomwatch.agent.analyze.series import SOURCE, EvidenceMap, Facts, Lines, get, live, series
 from oomwatch.engine.model import LiveEvidence
+from oomwatch.engine.progress import Count, assemble
 
 __all__ = ["SOURCE", "analyze", "programs", "this_run"]
 
@@ -44,9 +45,12 @@ def analyze(
     *,
     node: Iterable[Any] = (),
     cgroups: Iterable[Any] = (),
+    steps: Iterable[Any] = (),
 ) -> LiveEvidence:
     """``rows``: the job's process rows; ``node``: node rows (swap_total, swap_free, pressure_some,
-    pressure_full); ``cgroups``: the job's cgroup rows (path, pressure_some, pressure_full)."""
+    pressure_full); ``cgroups``: the job's cgroup rows (path, pressure_some, pressure_full); ``steps``: the
+    job's step counter readings (time, rule, name, total, step: the history's step rows), for the growth
+    read against the steps (engine.growth)."""
     by_pid = series(rows)
     node, cgroups = list(node), list(cgroups)
     facts: Facts = {}
@@ -61,7 +65,16 @@ def analyze(
     manager_growth(by_pid.values(), facts, evidence, ev)
     swap_and_pressure(node, cgroups, facts, evidence, ev)
     processes = tuple(live(s) for s in by_pid.values())
-    return LiveEvidence(facts=facts, evidence=evidence, processes=processes, stall=stall)
+    return LiveEvidence(facts=facts, evidence=evidence, processes=processes, stall=stall, progress=step_points(steps))
+
+
+def step_points(rows: Iterable[Any]) -> tuple[tuple[float, int], ...]:
+    """The training loop's (time, steps done) from step counter readings (anything with time, rule, name,
+    total and step: the history's step rows, a run's), as engine.progress assembles them."""
+    got = assemble(
+        Count(float(get(r, "time")), get(r, "rule"), get(r, "name"), get(r, "total"), int(get(r, "step"))) for r in rows
+    )
+    return got.points if got is not None else ()
 
 
 def this_run(rows: list[Any], victim: int) -> list[Any]:

@@ -44,5 +44,6 @@ def from_history(
         )  # fmt: skip
         node = store.node(since=since, until=until + 1)
         cgroups = [c for c in store.cgroups(since=since, until=until + 1) if last.job and last.job in c.jobs.split(",")]
-        return known, analyze(job_rows, pid, node=node, cgroups=cgroups), note
+        steps = store.steps(job=last.job, since=since, until=until + 1) if last.job else []
+        return known, analyze(job_rows, pid, node=node, cgroups=cgroups, steps=steps), note
     return {}, LiveEvidence(), "history: none of the victims' pids is in the history"

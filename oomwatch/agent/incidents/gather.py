@@ -178,6 +178,7 @@ class Gatherer:
             )
             cgroups = self.history.cgroups(since=since)
             node = self.history.node(since=since)
+            steps = self.history.steps(job=job, since=since) if job else []
         except Exception as exc:  # the history is evidence, not a requirement
             log.error("reading the history for the incident failed: %s", exc)
             return {"source": f"history unreadable: {exc}", "processes": [], "cgroups": [], "node": []}, _Rows()
@@ -189,8 +190,9 @@ class Gatherer:
             "processes": [asdict(r) for r in procs],
             "cgroups": [asdict(c) for c in cgroups],
             "node": [asdict(n) for n in node],
+            "steps": [asdict(r) for r in steps],
         }
-        return doc, _Rows(list(procs), list(node), cgroups)
+        return doc, _Rows(list(procs), list(node), cgroups, list(steps))
 
 
 def solo_job(pid: int) -> str:
@@ -267,3 +269,4 @@ class _Rows:
     processes: list[Any] = field(default_factory=list)
     node: list[Any] = field(default_factory=list)
     cgroups: list[Any] = field(default_factory=list)
+    steps: list[Any] = field(default_factory=list)  # the job's step counter rows

@@ -193,7 +193,7 @@ class Incidents(Gatherer, Ledger):
         outputs = self._job_outputs(where, pid)
         scans = scans + [engine.scan(f"job output {o.path}", o.data) for o in outputs]
         history, rows = self._history(job, pid, now)
-        live = analyze(rows.processes, pid, node=rows.node, cgroups=rows.cgroups)
+        live = analyze(rows.processes, pid, node=rows.node, cgroups=rows.cgroups, steps=rows.steps)
         live = dataclasses.replace(live, programs=programs(self._cgroup_mates(pid), by_job=True))
         program = self._job_code(where)
         diagnosis = engine.diagnose(scans, known=known, live=live, observed=observed, program=program)
