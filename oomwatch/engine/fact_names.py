@@ -148,8 +148,8 @@ FACTS: dict[str, str] = {
     "growth.bytes": "peak - first value",
     "growth.points": "how many values the shape was read from",
     "growth.axis": (
-        "what the samples' shape was read against: time, or the job's training steps (a series mixed over time "
-        "that climbs against the steps: the steps slowed near the limit)"
+        "what the samples' shape was read against: time, or the job's training steps (a series mixed, or a step, "
+        "over time that climbs against the steps: the steps slowed near the limit)"
     ),
     "growth.r2": "how straight the rise was (least-squares r², 1.0: a steady climb)",
     "growth.capacity_share": (
