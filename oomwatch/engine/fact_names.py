@@ -108,7 +108,10 @@ FACTS: dict[str, str] = {
         "parent that became private (1: copy-on-write; ~0: memory it allocated)"
     ),
     "history.ranks": "ranks with USS samples",
-    "history.ranks_similar": "ranks whose peak USS is at least half the largest rank's, when that is >= 64 MiB",
+    "history.ranks_similar": (
+        "ranks whose peak USS is at least half the largest rank's (or half the most any rank held at that "
+        "moment), when the largest is >= 64 MiB"
+    ),
     "history.ranks_uss_bytes": "the ranks' median peak USS",
     "history.ranks_uss_sum_bytes": "the ranks' peak USS together",
     "history.victim_growth_basis": "what the victim's growth was measured on: USS (3+ smaps reads), else anonymous",
