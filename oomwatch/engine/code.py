@@ -40,6 +40,21 @@ class CodeHit:
         return Evidence(self.file, self.line, self.text + (f"  [{self.note}]" if self.note else ""))
 
 
+def _co_outputs(loops: Sequence[ast.AST], names: Sequence[str]) -> set[str]:
+    """Names bound in these loops beside one of ``names`` by unpacking one call's result (``logits, attn =
+    model(x)``, ``out, hidden = rnn(x, hidden)``): the call's other outputs."""
+    out: set[str] = set()
+    for loop in loops:
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                for target in node.targets:
+                    if isinstance(target, ast.Tuple):
+                        bound = [e.id for e in target.elts if isinstance(e, ast.Name)]
+                        if any(b in names for b in bound):
+                            out.update(bound)
+    return out
+
+
 class _Matcher(ast.NodeVisitor):
     def __init__(self, rules: Sequence[CodeRule], source: SourceFile, lines: list[str], flags: Flags) -> None:
         self.matchers = [(r.id, m) for r in rules for m in r.matchers if m.kind != "text"]
@@ -50,6 +65,7 @@ class _Matcher(ast.NodeVisitor):
         self.functions: list[str] = []
         self.classes: list[ast.ClassDef] = []
         self.loops = 0
+        self.loop_nodes: list[ast.AST] = []  # the loops around the node being visited, innermost last
         self.module_dicts: set[str] = set()  # names bound to a dict at module level, never emptied
         self.defined: set[str] = set()  # names of the functions and classes the file defines (a value: truthy)
 
@@ -74,7 +90,9 @@ class _Matcher(ast.NodeVisitor):
 
     def visit_For(self, node: ast.For | ast.While | ast.AsyncFor) -> None:
         self.loops += 1
+        self.loop_nodes.append(node)
         self.generic_visit(node)
+        self.loop_nodes.pop()
         self.loops -= 1
 
     visit_While = visit_AsyncFor = visit_For  # noqa: N815 - ast.NodeVisitor's naming
@@ -112,10 +130,11 @@ class _Matcher(ast.NodeVisitor):
                 self._hit(rule, node)
         self.generic_visit(node)
 
-    @staticmethod
-    def _kept(node: ast.Call, m: Matcher) -> bool:
+    def _kept(self, node: ast.Call, m: Matcher) -> bool:
         """``xs.append(v)`` where ``v`` is one of the names, or an expression of one that is still an
-        array (``logits.cpu()``, ``torch.softmax(logits, -1)``), not a number (``v.item()``, ``float(v)``)."""
+        array (``logits.cpu()``, ``torch.softmax(logits, -1)``), not a number (``v.item()``, ``float(v)``).
+        The names unpacked from the same call as one of them in the loop are outputs too (``logits, attn =
+        model(x)``: ``attn``)."""
         func = node.func
         if not (isinstance(func, ast.Attribute) and func.attr in m.calls and len(node.args) == 1):
             return False
@@ -124,7 +143,8 @@ class _Matcher(ast.NodeVisitor):
             outer = arg.func.attr if isinstance(arg.func, ast.Attribute) else dotted(arg.func)
             if outer in TO_NUMBERS:
                 return False
-        return any(isinstance(n, ast.Name) and n.id in m.names for n in ast.walk(arg))
+        names = set(m.names) | _co_outputs(self.loop_nodes, m.names)
+        return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(arg))
 
     def _stored_in(self, node: ast.AST, m: Matcher) -> bool:
         """``self.x[k] = v`` (``store_subscript: self``) or ``CACHE[k] = v`` into a dict made at module level
