@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from oomwatch.engine.model import Evidence, Line, Victim
-from oomwatch.engine.rules.activity_rules import Activity, StreamRule
+from oomwatch.engine.progress import progress
+from oomwatch.engine.rules.activity_rules import Activity, StepRule, StreamRule
 from oomwatch.engine.scanner import ScanResult
 
 Key = tuple[str, Any]  # ("rank", 3) or ("file", name)
@@ -67,6 +68,21 @@ def before_training(scans: Sequence[ScanResult], activities: Sequence[Activity])
     return not any(act.id == "training" for act in said)
 
 
+def steps_before_kill(scans: Sequence[ScanResult], steps: Sequence[StepRule]) -> int | None:
+    """The training step the job's output had reached before its failure line (rules/activities.yaml
+    `steps`: "step 60/250 loss ...", a bar's "45/125"), at least: the lines kept are the last before the
+    failure. None when they show no step counter."""
+    reached = []
+    for scan in scans:
+        if not _job_output(scan):
+            continue
+        lines = scan.before_failure if scan.before_failure is not None else scan.last_lines
+        found = progress([(float(i), ln.text) for i, ln in enumerate(lines) if not ln.kernel], steps)
+        if found is not None:
+            reached.append(found.last_step)
+    return max(reached) if reached else None
+
+
 def last_activities(
     scans: Sequence[ScanResult], activities: Sequence[Activity], streams: Sequence[StreamRule]
 ) -> dict[Key, tuple[Activity, Line]]:
@@ -92,6 +108,7 @@ def activity_facts(
     activities: Sequence[Activity],
     streams: Sequence[StreamRule],
     victims: Sequence[Victim],
+    steps: Sequence[StepRule] = (),
 ) -> tuple[dict[str, Any], dict[str, list[Evidence]]]:
     """The ``activity.*`` facts, and for each activity the lines that show it (one per stream)."""
     last = last_activities(scans, activities, streams)
@@ -107,6 +124,7 @@ def activity_facts(
     latest = {act.id: (line.file, line.no) for act, line in sorted(last.values(), key=lambda v: (v[1].file, v[1].no))}
     facts["activity.last"] = max(counts, key=lambda k: (counts[k], latest[k])) if counts else None
     facts["activity.before_training"] = before_training(scans, activities)
+    facts["activity.steps_before_kill"] = steps_before_kill(scans, steps)
     evidence: dict[str, list[Evidence]] = {}
     ordered = sorted(last.items(), key=lambda kv: (kv[0][0] != "rank", str(kv[0][1])))
     for _, (act, line) in ordered:

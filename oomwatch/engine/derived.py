@@ -81,7 +81,7 @@ def derived_facts(
     out.facts["growth.capacity_share"] = _capacity_share(facts.get("growth.bytes"), mine, processes, events, capacity)
     out.evidence["growth"] = lines
 
-    facts, by_activity = activity_facts(scans, rules.activities, rules.streams, victims)
+    facts, by_activity = activity_facts(scans, rules.activities, rules.streams, victims, rules.steps)
     out.facts.update(facts)
     out.evidence.update({f"activity:{k}": v for k, v in by_activity.items()})
 

@@ -176,6 +176,10 @@ FACTS: dict[str, str] = {
         "the job's whole output up to the kill is in the inputs and shows no training step: it ran out while "
         "setting up (None when the output's start is not there)"
     ),
+    "activity.steps_before_kill": (
+        "the training step the job's output had reached before the kill, at least (its step counter in the lines "
+        "kept before the failure); None when they show none"
+    ),
     # The code that ran (engine.code; rules/code.yaml): code.<id> counts hits, None without code.
     "code.files": "source files of the code that ran that were read (0: none)",
     # What the agent saw itself (its incidents without a kernel report): absent (None) elsewhere.
