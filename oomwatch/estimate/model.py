@@ -163,6 +163,7 @@ class ProcessModel:
     after_steps: int = 0  # what it grew by after the run's last step was counted (an evaluation that collects)
     by_epoch: tuple[int | None, ...] = ()  # its private set as the first epoch went on: at 0, 1/EPOCH_MARKS, ...
     # of it done, as far as it was sampled (None before its first sample; empty: the epoch's steps not known)
+    read_kept: int | None = None  # bytes it read and kept as it read them (None: its reads not known)
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,7 @@ class Role:
     at_first_step: float | None = None  # median private set once the first step was done (see ProcessModel)
     after_steps: float = 0.0  # median growth after the last step was counted
     by_epoch: tuple[float | None, ...] = ()  # median private set as the first epoch went on (see ProcessModel)
+    read_kept: float | None = None  # median bytes each read and kept as it read them (None: not known)
 
 
 @dataclass(frozen=True)
@@ -273,7 +275,7 @@ def process_model(
                         growth, settled, at_peak, trace.read(), _allocated(trace, values[0], peak),
                         _filled_at(series, values[0], peak), values[k],
                         _read_between(trace, series[k][0], peak_at), own, per_step, epochs, first_step,
-                        after, by_epoch)  # fmt: skip
+                        after, by_epoch, _read_kept(trace, series))  # fmt: skip
 
 
 def _by_epoch(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[int | None, ...]:
@@ -348,6 +350,18 @@ def _read_between(trace: Trace, start: float, end: float) -> int | None:
     before = [r for t, r in reads if t <= start] or [reads[0][1]]
     until = [r for t, r in reads if t <= end] or [reads[0][1]]
     return max(0, until[-1] - before[-1])
+
+
+def _read_kept(trace: Trace, series: Sequence[tuple[float, int]]) -> int | None:
+    """Bytes it read from files and kept as it read them: over each interval between its samples, the least of
+    what it read (rchar) and what its private set rose by. A dataset or checkpoint read into memory counts in
+    full; imports and the framework's own allocations (little read, much allocated) and a stream read through
+    (much read, little kept) count little."""
+    reads = {p.time: p.rchar for p in trace.points if p.rchar is not None}
+    known = [(t, v, reads[t]) for t, v in series if t in reads]
+    if len(known) < 2:
+        return None
+    return sum(max(0, min(r1 - r0, v1 - v0)) for (_, v0, r0), (_, v1, r1) in zip(known, known[1:], strict=False))
 
 
 def _own(worker: Trace, parent: Trace | None, peak: int, steps: StepClock | None = None) -> int:
@@ -561,6 +575,7 @@ def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
         at_first_step=_median_known(m.at_first_step for m in members),
         after_steps=float(statistics.median(m.after_steps for m in members)),
         by_epoch=_median_marks([m.by_epoch for m in members]),
+        read_kept=_median_known(m.read_kept for m in members),
     )  # fmt: skip
 
 

@@ -53,6 +53,25 @@ def test_a_per_rank_copy_scales_with_the_ranks_and_its_fix_shares_one_copy():
     assert mapped.with_cache - mapped.needed == 500 * MIB  # the one shared copy, in the page cache
 
 
+def test_a_rank_that_kept_what_it_read_holds_a_copy_beside_its_frameworks_memory():
+    """From the samples alone (no diagnosis): a rank that read a 340 MiB checkpoint and kept it as it read it holds
+    a per-rank copy, beside 450 MiB its framework allocated reading little (a real first contact: read against
+    all it grew by, the copy was hidden); a rank that streams 1 GiB through and keeps nothing holds none."""
+
+    def reading(values: list[int], read: list[int]) -> Trace:
+        t = trace(10, "rank", values, rank=0)
+        t.points = [replace(p, rchar=r) for p, r in zip(t.points, read, strict=True)]
+        return t
+
+    grows = [15 * MIB + min(i, 9) * 50 * MIB for i in range(12)] + [465 * MIB + 340 * MIB] * 28  # imports, then load
+    read = [min(i, 9) * 4 * MIB for i in range(12)] + [36 * MIB + 340 * MIB] * 28
+    model = build([reading(grows, read)])
+    assert model.roles["rank"].read_kept == 340 * MIB + 36 * MIB  # what the imports read is in too: tens of MiB
+    assert seen_mechanisms(model) == ["per_rank_copy"]
+    streams = reading([200 * MIB] * 40, [i * 26 * MIB for i in range(40)])  # 1 GiB read, nothing kept
+    assert build([streams]).roles["rank"].read_kept == 0 and seen_mechanisms(build([streams])) == []
+
+
 def test_workers_scale_with_ranks_times_workers_and_a_growing_one_is_extended_to_the_full_run():
     main = trace(1, "rank", [600 * MIB] * 40, rank=0)
     # copy-on-write: its USS climbs while its RSS stays (the parent's pages, un-shared); it took most of it early
