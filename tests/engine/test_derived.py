@@ -183,15 +183,14 @@ def test_code_facts_are_unknown_without_code() -> None:
     assert facts["code.files"] == 0 and facts["code.torch_load"] is None
 
 
-def test_the_seed_case_is_named_from_the_task_table_and_the_last_lines() -> None:
-    """Four torchrun ranks with equal anonymous RSS filling a cgroup, each printing only that it is
-    loading the dataset: a duplication cause, without a hint word; with the script, keep_in_memory."""
+def _four_ranks_killed() -> str:
+    """A cgroup's OOM report: four torchrun ranks with equal anonymous RSS filling it, one killed."""
     rows = "\n".join(
         f"[ 10.1] [  {pid}]     0 {pid}   535505   {anon + 52000}    {anon}    52000         0  1462272        0"
         "             0 python"
         for pid, anon in ((2913, 90000), (2914, 88000), (2915, 91000), (2916, 86000))
     )
-    kernel = "\n".join(
+    return "\n".join(
         [
             "[ 10.0] python invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0",
             "[ 10.0] memory: usage 1536000kB, limit 1536000kB, failcnt 0",
@@ -207,6 +206,12 @@ def test_the_seed_case_is_named_from_the_task_table_and_the_last_lines() -> None
             "file-rss:208000kB, shmem-rss:0kB, UID:0 pgtables:1428kB oom_score_adj:0",
         ]
     )
+
+
+def test_the_seed_case_is_named_from_the_task_table_and_the_last_lines() -> None:
+    """Four torchrun ranks with equal anonymous RSS filling a cgroup, each printing only that it is
+    loading the dataset: a duplication cause, without a hint word; with the script, keep_in_memory."""
+    kernel = _four_ranks_killed()
     console = "".join(f"[rank {r}] loading dataset\n" for r in range(4))
     scans = [_scan("console.txt", console), _scan("dmesg.txt", kernel + "\n")]
     d = diagnose(scans, RULES)
@@ -216,6 +221,19 @@ def test_the_seed_case_is_named_from_the_task_table_and_the_last_lines() -> None
     d = diagnose(scans, RULES, program=code)
     assert d.causes[0].id == "keep_in_memory_duplication" and d.cause_determined
     assert any(e.file == "train.py" for e in d.causes[0].evidence)
+
+
+def test_ranks_alike_after_many_training_steps_are_no_copy_of_the_data() -> None:
+    """The same kernel report, the ranks having printed their training steps: killed at step 3 the ranks alike
+    still say a copy each (a dataset and the first batches); killed at step 60 they grew alike over the steps."""
+    for step, copy in ((3, True), (60, False)):
+        console = "".join(
+            f"[rank {r}] step {n}/250 loss=0.52 lr=3.0e-04\n" for n in range(1, step + 1) for r in range(4)
+        )
+        d = diagnose([_scan("console.txt", console), _scan("dmesg.txt", _four_ranks_killed() + "\n")], RULES)
+        assert d.facts["activity.steps_before_kill"] == step
+        said = [r for c in d.causes if c.id == "dataset_in_ram" for r in c.reasons]
+        assert any("a copy each" in r for r in said) is copy, (step, said)
 
 
 def test_memory_that_rose_as_files_were_read_is_a_load() -> None:
