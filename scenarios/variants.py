@@ -667,5 +667,145 @@ VARIANTS: dict[str, Scenario] = {
             ),
             family=_V,
         ),
+        # round of 2026-12-04
+        Scenario(
+            name="mlm_blocks_torchrun",
+            title="torchrun 2 ranks: each rank's Dataset.map(group_texts) of the corpus builds its table in RAM",
+            mechanism=(
+                "Both ranks of an MLM pretraining open a 400 MiB tokenized Arrow dataset memory-mapped, then cut it "
+                "into 128-token blocks with ds.map(group_texts, batched=True, keep_in_memory=True): map writes its "
+                "result into an in-memory Arrow buffer, so each rank builds its own ~500 MiB grouped table "
+                "(input_ids int32 + attention_mask int8), both at once. Cutting the blocks on the fly from the "
+                "memory-mapped rows keeps one copy in the page cache."
+            ),
+            script="variants/pretrain_mlm_blocks.py",
+            nproc=2,
+            broken_args=("--data", "{data}"),
+            fixed_args=("--data", "{data}", "--v2"),
+            limit="1400M",
+            prepare=Prepared("arrow", "arrow-400m", 400),
+            victim_role="rank",
+            cause="keep_in_memory_duplication",
+            fix="cut the blocks on the fly from load_from_disk(path) (memory-mapped), or map() to a cache file",
+            notes=(
+                "Both ranks map at the same moment; either can be the first victim (6 of 6 runs killed during the map, "
+                "before the first step).",
+                "At 1500M one of two broken runs stalled at the limit without an OOM kill (page cache squeezed to "
+                "~5 MiB, no progress until the timeout); at 1400M none did.",
+            ),
+            family=_V,
+        ),
+        Scenario(
+            name="anchored_finetune_torchrun",
+            title="torchrun 2 ranks: each rank keeps the whole torch.load()ed pretraining checkpoint as its reference",
+            mechanism=(
+                "Each rank torch.load(ckpt, map_location='cpu')s a 340 MiB training checkpoint (weights, EMA, two "
+                "Adam moments), copies the weights into its trunk and keeps ckpt['model'] as the frozen reference "
+                "network of an anchoring loss (torch.func.functional_call): the whole dict stays alive in both "
+                "ranks' anonymous memory for the run. With mmap=True the reference weights are page cache shared "
+                "by the ranks and the rest of the file is never read."
+            ),
+            script="variants/finetune_anchored.py",
+            nproc=2,
+            broken_args=("--init", "{data}"),
+            fixed_args=("--init", "{data}", "--v2"),
+            limit="1400M",
+            prepare=Prepared("checkpoint", "checkpoint-340m.pt", 340),
+            victim_role="rank",
+            cause="checkpoint_load_duplication",
+            fix='torch.load(path, map_location="cpu", mmap=True); keep ckpt["model"] and del the rest',
+            notes=(
+                "Both ranks load at the same moment; the kill comes while loading, before the first step (rank 0 in "
+                "3 of 3 runs).",
+            ),
+            family=_V,
+        ),
+        Scenario(
+            name="promoter_transformer_torchrun",
+            title="torchrun 2 ranks: every training step's attention maps are kept for an end-of-run analysis",
+            mechanism=(
+                "Both ranks append the last block's attention weights (8 x 4 x 128 x 128 float32, 2 MiB, "
+                "detached) and the labels to lists every training step, to average them per class at the end: "
+                "each rank grows by 2 MiB a step (~3.5 MiB of RSS with the allocator's fragmentation) until one is "
+                "killed."
+            ),
+            script="variants/train_promoter.py",
+            nproc=2,
+            broken_args=(),
+            fixed_args=("--v2",),
+            limit="1200M",
+            victim_role="rank",
+            cause="unbounded_cache",
+            fix="attn_sum.index_add_(0, labels, weights.detach())  # a per-class running sum, not a list",
+            notes=("Both ranks grow alike; the kill comes around step 60 of 250 (rank 0 in 2 of 2 runs).",),
+            family=_V,
+        ),
+        Scenario(
+            name="cbow_embeddings_workers",
+            title="CBOW word vectors, 3 persistent workers: the corpus is held as lists of word strings",
+            mechanism=(
+                "The Dataset keeps ~57,000 documents as Python lists of ~5 million small str objects (~350 MiB) "
+                "and looks words up in a dict vocabulary in __getitem__. Every lookup writes the word's refcount, "
+                "so each of the 3 forked (persistent) workers copies the pages of the words it reads: over shuffled "
+                "epochs each worker's private memory climbs towards the size of the corpus."
+            ),
+            script="variants/train_cbow.py",
+            broken_args=("--corpus", "{data}"),
+            fixed_args=("--corpus", "{data}", "--v2"),
+            limit="1200M",
+            prepare=Prepared("jsonl", "corpus-40m.jsonl", 40),
+            victim_role="main",
+            cause="cow_refcount_defeat",
+            fix="encode the corpus once into a numpy int32 array with document offsets",
+            notes=(
+                "The growth is in the workers' USS (~160 MiB each by the kill, ~310 MiB after 5 epochs), but the "
+                "victim is the main process (largest RSS: torch plus the corpus pages it still maps), in epoch 2 "
+                "(3 of 3 runs); bash prints `Killed`.",
+            ),
+            family=_V,
+        ),
+        Scenario(
+            name="ct_patches_workers",
+            title="3D CT patches, 3 persistent workers: each worker's dict of decoded volumes grows without bound",
+            mechanism=(
+                "The Dataset keeps every decoded 48 x 112 x 112 volume and its mask (2.9 MiB) in self.volumes[case] "
+                "to crop several patches from it; each of the 3 persistent DataLoader workers has its own copy of "
+                "the Dataset and keeps every case it has read, ~460 MiB per worker, until one is killed."
+            ),
+            script="variants/train_ct_patches.py",
+            broken_args=(),
+            fixed_args=("--v2",),
+            limit="1100M",
+            victim_role="dataloader_worker",
+            cause="unbounded_cache",
+            fix="bound the per-worker store (an LRU of a few volumes) or read the case every time",
+            notes=(
+                "The victim is a worker (2 of 2 runs), around step 40 of epoch 0; the main process then fails with "
+                "`RuntimeError: DataLoader worker (pid N) is killed by signal: Killed.`",
+            ),
+            family=_V,
+        ),
+        Scenario(
+            name="radar_nowcast_workers",
+            title="radar nowcasting, 3 workers: decoded frame sequences go into a Manager().dict()",
+            mechanism=(
+                "The 3 DataLoader workers put every decoded sequence of 8 x 80 x 80 float32 radar frames (200 KiB) "
+                "into a multiprocessing.Manager().dict() to share them across workers and epochs: each is pickled "
+                "to the manager's server process and stays there, so the manager grows by the size of the decoded "
+                "dataset until it is killed."
+            ),
+            script="variants/train_nowcast.py",
+            broken_args=(),
+            fixed_args=("--v2",),
+            limit="800M",
+            victim_role="manager",
+            cause="manager_cache",
+            fix="drop the Manager().dict(): decode in the workers",
+            notes=(
+                "The manager server process is a fork of the training process (same comm and command line); the "
+                "workers then fail with ConnectionResetError/BrokenPipeError (2 of 2 runs).",
+            ),
+            family=_V,
+        ),
     )
 }
