@@ -43,10 +43,14 @@ def _activity(activities: Sequence[Activity], text: str) -> Activity | None:
     return None
 
 
+def _kept_lines(scan: ScanResult) -> tuple[Line, ...]:
+    """The lines the scanner kept of an input: those before its first failure line, or its last lines."""
+    return scan.before_failure if scan.before_failure is not None else scan.last_lines
+
+
 def _whole(scan: ScanResult) -> tuple[Line, ...] | None:
     """The lines before the failure (or all of them) when the window holds the input from its start."""
-    lines = scan.before_failure if scan.before_failure is not None else scan.last_lines
-    return lines if scan.whole_window else None
+    return _kept_lines(scan) if scan.whole_window else None
 
 
 def _job_output(scan: ScanResult) -> bool:
@@ -76,7 +80,7 @@ def steps_before_kill(scans: Sequence[ScanResult], steps: Sequence[StepRule]) ->
     for scan in scans:
         if not _job_output(scan):
             continue
-        lines = scan.before_failure if scan.before_failure is not None else scan.last_lines
+        lines = _kept_lines(scan)
         found = progress([(float(i), ln.text) for i, ln in enumerate(lines) if not ln.kernel], steps)
         if found is not None:
             reached.append(found.last_step)
@@ -89,7 +93,7 @@ def last_activities(
     """Each stream's last activity and the line that shows it."""
     last: dict[Key, tuple[Activity, Line]] = {}
     for scan in scans:
-        lines = scan.before_failure if scan.before_failure is not None else scan.last_lines
+        lines = _kept_lines(scan)
         file_rank = next((r.rank(scan.file) for r in streams if r.on_file and r.rank(scan.file) is not None), None)
         for line in lines:
             if line.kernel:

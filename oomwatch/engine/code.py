@@ -64,7 +64,6 @@ class _Matcher(ast.NodeVisitor):
         self.hits: list[CodeHit] = []
         self.functions: list[str] = []
         self.classes: list[ast.ClassDef] = []
-        self.loops = 0
         self.loop_nodes: list[ast.AST] = []  # the loops around the node being visited, innermost last
         self.module_dicts: set[str] = set()  # names bound to a dict at module level, never emptied
         self.defined: set[str] = set()  # names of the functions and classes the file defines (a value: truthy)
@@ -89,11 +88,9 @@ class _Matcher(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor's naming
 
     def visit_For(self, node: ast.For | ast.While | ast.AsyncFor) -> None:
-        self.loops += 1
         self.loop_nodes.append(node)
         self.generic_visit(node)
         self.loop_nodes.pop()
-        self.loops -= 1
 
     visit_While = visit_AsyncFor = visit_For  # noqa: N815 - ast.NodeVisitor's naming
 
@@ -107,7 +104,7 @@ class _Matcher(ast.NodeVisitor):
         for rule, m in self.matchers:
             if m.kind == "call" and name_matches(name, m.calls) and self._inside(m):
                 self._call(rule, m, node)
-            elif m.kind == "append_in_loop" and self.loops and self._kept(node, m):
+            elif m.kind == "append_in_loop" and self.loop_nodes and self._kept(node, m):
                 self._hit(rule, node)
             elif m.kind == "decorator" and isinstance(node.func, ast.Call) and node.args:
                 self._decorator(rule, m, node.func)  # functools.lru_cache(maxsize=None)(self.decode): by hand
