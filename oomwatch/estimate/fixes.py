@@ -4,7 +4,8 @@ measured one. Each names its assumption; a cause with no fix modelled here gives
 * ``keep_in_memory_duplication``, ``checkpoint_load_duplication`` (``per_rank_copy`` when only the samples show
   it): each rank's copy (what it read and kept) becomes one memory-mapped copy in the page cache, shared by
   every rank of the node (reclaimable);
-* ``cow_refcount_defeat``: the workers no longer un-share their parent's pages: each stays at its start;
+* ``cow_refcount_defeat``: the workers no longer un-share the dataset's pages: each keeps what it allocated and
+  the pages of the interpreter it writes anyway; the parent's objects shrink to their values;
 * ``unbounded_cache``: the cache stops at its bound: a worker stays at its start, a rank where its steady
   growth began (the bound's own size is not known here and is left out);
 * ``manager_cache``: no manager cache: the manager stays at its start;
@@ -119,23 +120,31 @@ def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
     return fix
 
 
-VALUES_SHARE = (0.0, 0.5, 0.75)  # of a Python-object dataset's pages, what its values take in numpy/Arrow storage
-# (low, point, high): CPython's int and float objects with their list slot take 32-36 bytes for an 8-byte value, a
-# short str or a tuple keeps more of its size; the samples cannot tell the mix
+VALUES_SHARE = (0.0, 0.2, 0.5)  # of a Python-object dataset's pages, what its values take in numpy/Arrow storage
+# (low, point, high): CPython's int and float objects with their list slot take 32-36 bytes for an 8-byte value
+# (a fifth to a quarter), a short str 57 bytes and more for its characters, a tuple or dict its header beside
+# them; memory-mapped storage keeps none of it in the process, long strings keep more of their size; the samples
+# cannot tell the mix
+WORKER_FLOOR = 16 << 20  # bytes a forked worker un-shares of its parent's pages without touching the dataset's
+# objects (its loop and garbage collector write the pages of the parent's modules, functions and the Dataset
+# object): measured 9 to 20 MiB in the fixed workers of four copy-on-write jobs (torch and Lightning, 1-4 workers)
 
 
 def _compact_storage(model: Model) -> tuple[Model, str]:
-    """numpy/Arrow storage: the workers un-share nothing (each keeps only what it allocated itself), and the
-    parent's objects (about the pages each worker un-shared: the objects it touched) shrink to their values."""
+    """numpy/Arrow storage: the workers un-share none of the dataset's pages (each keeps what it allocated
+    itself, and the pages of its parent's interpreter it writes anyway), and the parent's objects (about the
+    pages each worker un-shared of them: the objects it touched) shrink to their values."""
     worker = model.roles.get("dataloader_worker")
     if worker is None:
         return model, "no DataLoader worker in this run"
-    own = worker.own if worker.own is not None else worker.start
+    allocated = worker.own if worker.own is not None else worker.start
+    own = min(worker.peak, allocated + WORKER_FLOOR)
     unshared = max(0.0, worker.peak - own)
     roles = dict(model.roles)
-    roles["dataloader_worker"] = _settle(worker, min(worker.peak, own))
-    said = (f"each worker keeps only what it allocated itself ({own / 2**20:.0f} MiB), un-sharing none of its "
-            f"parent's pages ({unshared / 2**20:.0f} MiB each here)")  # fmt: skip
+    roles["dataloader_worker"] = _settle(worker, own)
+    said = (f"each worker keeps what it allocated itself ({allocated / 2**20:.0f} MiB) and the pages of its "
+            f"parent's interpreter it writes anyway (about {WORKER_FLOOR >> 20} MiB), un-sharing none of the "
+            f"dataset's ({unshared / 2**20:.0f} MiB each here)")  # fmt: skip
     rank = roles.get("rank")
     if rank is not None and unshared > 0:
         most, point, least = (unshared * (1 - v) for v in VALUES_SHARE)  # what the parent no longer holds

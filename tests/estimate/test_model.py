@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from oomwatch.engine.progress import Progress
-from oomwatch.estimate.fixes import fixed_models, seen_mechanisms
+from oomwatch.estimate.fixes import VALUES_SHARE, WORKER_FLOOR, fixed_models, seen_mechanisms
 from oomwatch.estimate.inputs import EstimateInputError, from_report
 from oomwatch.estimate.model import JobPoint, Point, Trace, build
 from oomwatch.estimate.project import Scale, loaded, project
@@ -90,7 +90,8 @@ def test_workers_scale_with_ranks_times_workers_and_a_growing_one_is_extended_to
     assert longer.high > longer.needed  # still growing: the interval widens
     assert any("still grew" in a for a in longer.assumptions)
     ((_, _, fixed, _),) = fixed_models(model, ["cow_refcount_defeat"])
-    assert fixed.roles["dataloader_worker"].peak == 20 * MIB and fixed.roles["dataloader_worker"].growth == 0
+    # its anonymous memory stayed its parent's: it allocated nothing, and keeps only the interpreter's pages
+    assert fixed.roles["dataloader_worker"].peak == WORKER_FLOOR and fixed.roles["dataloader_worker"].growth == 0
 
     # un-sharing that climbs with the samples to its end (large per-sample objects) is split among more workers
     steady = trace(2, "dataloader_worker", [20 * MIB + i * 5 * MIB for i in range(40)], rss=700 * MIB)
@@ -228,16 +229,33 @@ def test_numpy_storage_keeps_each_worker_at_what_it_allocated_and_shrinks_the_pa
     for late in (False, True):
         model = build(parent_and_workers(0, late=late), job_of_one_rank())
         worker = model.roles["dataloader_worker"]
-        assert worker.own == (0 if late else 5 * MIB)  # a late first sample is not its own: its anon is its parent's
+        # its anonymous memory is its parent's (RSS flat): it allocated nothing itself, however early its first
+        # sample (5 MiB private then) or late (70 MiB): what it held then was un-shared already
+        assert worker.own == 0
         ((_, _, fixed, assumption),) = fixed_models(model, ["cow_refcount_defeat"])
-        assert fixed.roles["dataloader_worker"].peak == worker.own
-        # half of what a worker un-shared leaves the parent (the objects become their values)
-        assert fixed.roles["rank"].peak == model.roles["rank"].peak - (worker.peak - worker.own) / 2
+        # it still un-shares its parent's interpreter pages (the loop's garbage collector writes them)
+        assert fixed.roles["dataloader_worker"].peak == WORKER_FLOOR
+        # of what a worker un-shared of the dataset, the values' fifth stays in the parent
+        unshared = worker.peak - WORKER_FLOOR
+        assert fixed.roles["rank"].peak == pytest.approx(model.roles["rank"].peak - unshared * (1 - VALUES_SHARE[1]))
         assert fixed.roles["rank"].low < fixed.roles["rank"].peak < fixed.roles["rank"].high
-        assert "not known" in assumption
+        assert "not known" in assumption and "interpreter" in assumption
         p = project(fixed, Scale(ranks=1, workers=4))
-        assert p.shares[0].each == worker.own  # not back at the worker's first sample
+        assert p.shares[0].each == WORKER_FLOOR  # not back at the worker's first sample
         assert p.shares[1].each == fixed.roles["rank"].peak
+
+
+def test_a_worker_that_allocated_memory_keeps_it_with_numpy_storage():
+    """A worker whose anonymous memory rose 30 MiB beyond its parent's (buffers of its own) keeps those 30 MiB
+    and the interpreter's pages; the rest of its private set was the dataset's pages."""
+    traces = parent_and_workers(0, late=False)
+    for w in traces[1:]:
+        for i, p in enumerate(w.points):
+            w.points[i] = replace(p, anon=(p.anon or 0) + min(30, i * 3) * MIB)
+    model = build(traces, job_of_one_rank())
+    assert model.roles["dataloader_worker"].own == 30 * MIB
+    ((_, _, fixed, _),) = fixed_models(model, ["cow_refcount_defeat"])
+    assert fixed.roles["dataloader_worker"].peak == 30 * MIB + WORKER_FLOOR
 
 
 def test_a_managers_cache_is_split_among_the_ranks_and_its_fix_removes_the_manager():
