@@ -24,8 +24,8 @@ DOCUMENTED = {
     "fast-rep-peaks": ("estimate_accuracy.py", 8, 15, 8),
     "heldout-steps": ("estimate_heldout.py", 5, 9, 4),
     "heldout-peaks": ("estimate_heldout.py", 5, 9, 4),
-    "heldout-workers-steps": ("estimate_heldout_workers.py", 4, 8, 2),
-    "heldout-workers-peaks": ("estimate_heldout_workers.py", 4, 8, 3),
+    "heldout-workers-steps": ("estimate_heldout_workers.py", 4, 8, 3),
+    "heldout-workers-peaks": ("estimate_heldout_workers.py", 4, 8, 4),
     "heldout-3ranks": ("estimate_heldout.py", 1, 3, 1),
 }
 ARGS = {"heldout-3ranks": ["--default-ranks", "3", "--small", "1,2"]}  # the variants of 3 ranks, from 1 and 2
