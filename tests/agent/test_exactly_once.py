@@ -17,7 +17,8 @@ from prometheus_client import generate_latest
 
 from oomwatch.agent.incidents.writer import Incidents
 from oomwatch.agent.serve.exporter import AgentCollector, registry_for
-from oomwatch.agent.watch.killid import kernel_kill_id, line_kill_id
+from oomwatch.agent.tick import ProcessSample
+from oomwatch.agent.watch.killid import agent_kill_id, kernel_kill_id, line_kill_id
 from oomwatch.agent.watch.logfile import LogFileWatcher
 from oomwatch.agent.watch.spans import kill_reports
 from oomwatch.procfs.kmsg import parse_kmsg_record
@@ -185,3 +186,65 @@ def test_malformed_incident_files_are_skipped_and_said(tmp_path: Path):
                         "--html", str(tmp_path / "a.html"))  # fmt: skip
     assert html.returncode == 2 and b"Traceback" not in html.stderr and b"usable shape" in html.stderr, html.stderr
     assert Incidents(state).on_kill_records(pid, report) == good  # the agent reads past them too
+
+
+def _worker(pid: int) -> ProcessSample:
+    return ProcessSample(pid=pid, ppid=1, comm="pt_data_worker", role="dataloader_worker", job="train", rank=None,
+                         local_rank=None, state="S", rss=150 << 20, anon=140 << 20, file=10 << 20, shmem=0, swap=0,
+                         hwm=150 << 20, cgroup="/oomwatch-incident")  # fmt: skip
+
+
+def test_a_report_that_comes_after_the_sigkill_incident_replaces_it(tmp_path: Path):
+    """journald on a loaded node handed a worker's OOM report on after the SIGKILL incident was written
+    (CI, 2026-12-06): the report's incident takes that file over, counted once, and says what it replaced."""
+    state = tmp_path / "state"
+    pid, report = _report()
+    incidents = Incidents(state)
+    first = incidents.on_sigkill([_worker(pid)], "cgroup /oomwatch-incident held 152 MiB of its 160 MiB limit",
+                                 "died of SIGKILL", ("from the exit event",), None, True)  # fmt: skip
+    assert first is not None
+    assert json.loads(first.read_text())["diagnosis"]["verdict"] == "userspace_oom_kill"
+    assert [k[4] for k in incidents.counts] == ["userspace_oom_kill"]
+    late = incidents.on_kill_records(pid, report)
+    assert late == first and _files(state) == [first]
+    doc = json.loads(first.read_text())
+    assert doc["diagnosis"]["verdict"] == "cgroup_oom" and doc["replaces"] == agent_kill_id("exit", incidents.boot, pid)
+    assert doc["kill_id"].startswith("kernel:") and "Killed process" in first.with_suffix(".txt").read_text()
+    assert [(k[4], n) for k, n in incidents.counts.items()] == [("cgroup_oom", 1)]
+    assert [e[5] for e in incidents.recent] == ["cgroup_oom"]
+    assert incidents.on_kill_records(pid, report) == first  # handed on again: the same kill
+    # a restart knows the kill by the report's id
+    assert Incidents(state).on_kill_records(pid, report) == first and len(_files(state)) == 1
+
+
+def test_a_report_long_after_a_sigkill_incident_or_of_another_pid_is_an_incident_of_its_own(tmp_path, monkeypatch):
+    from oomwatch.agent.incidents import ledger
+
+    state = tmp_path / "state"
+    pid, report = _report()
+    incidents = Incidents(state)
+    other = incidents.on_sigkill([_worker(pid + 1)], None, "died of SIGKILL", (), None, True)
+    assert other is not None and incidents.on_kill_records(pid, report) not in (None, other)
+    assert len(_files(state)) == 2
+    monkeypatch.setattr(ledger, "REPLACE_SECONDS", -1.0)  # taken on longer ago than the window
+    later = [r.__class__(r.prefix, r.seq + 1000, r.usec + 5_000_000, r.flags, r.text, r.raw) for r in report]
+    sigkill = incidents.on_sigkill([_worker(pid)], None, "died of SIGKILL", (), None, True)
+    assert sigkill is not None and incidents.on_kill_records(pid, later) not in (None, sigkill)
+    assert len(_files(state)) == 4 and sum(incidents.counts.values()) == 4
+
+
+def test_a_sigkill_incident_still_being_written_when_the_report_takes_over_is_not_written(tmp_path: Path):
+    state = tmp_path / "state"
+    pid, report = _report()
+    incidents = Incidents(state)
+    pending = incidents._claim(agent_kill_id("exit", incidents.boot, pid), time.time(), pid, _worker(pid), "train",
+                               "pt_data_worker", "userspace_oom_kill", sigkill=True)  # fmt: skip
+    assert not isinstance(pending, Path)
+    path = incidents.on_kill_records(pid, report)
+    assert path is not None and path.stem == pending.ident
+    # the SIGKILL incident's diagnosis ends now: its labels and its files give way to the report's
+    incidents._settle(pending, ("train", "dataloader_worker", "", "pt_data_worker", "userspace_oom_kill", "x"), "r")
+    assert incidents._store(pending, {"diagnosis": {"verdict": "userspace_oom_kill"}}, "stale\n") == path
+    assert json.loads(path.read_text())["diagnosis"]["verdict"] == "cgroup_oom"
+    assert "stale" not in path.with_suffix(".txt").read_text()
+    assert [(k[4], n) for k, n in incidents.counts.items()] == [("cgroup_oom", 1)]

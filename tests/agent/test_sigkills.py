@@ -7,11 +7,13 @@ incident, the largest named), and the agent's own children never mistaken for a 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -213,3 +215,76 @@ def test_sigkill_while_the_jobs_cgroup_is_near_its_limit_is_a_userspace_oom_kill
     top = d["causes"][0]
     assert top["id"] == "keep_in_memory_duplication", [(c["id"], c["confidence"]) for c in d["causes"]]
     assert any(e["file"].startswith("job output ") and "keep_in_memory=True" in e["text"] for e in top["evidence"])
+
+
+class _FakeIncidents:
+    """What Sigkills reads of the incidents: the samples, and which pids the kernel log has told of."""
+
+    def __init__(self, victim) -> None:
+        self.victim = victim
+        self.last_tick = Tick(time=time.time(), duration=0.0, processes=(), node=_node(32 * GIB), cgroups=())
+        self.told: set[int] = set()
+        self.written: list[tuple[float, list[int]]] = []
+
+    def last_sample(self, pid):
+        return self.victim if pid == self.victim.pid else None
+
+    def ticks_since(self, since):
+        return [self.last_tick]
+
+    def reported(self, pid):
+        return pid in self.told
+
+    def on_sigkill(self, victims, *_):
+        self.written.append((time.monotonic(), [v.pid for v in victims]))
+
+
+def _exit(pid: int):
+    from oomwatch.agent.watch.exits import ProcExit
+
+    return ProcExit(pid=pid, tgid=pid, exit_code=signal.SIGKILL, exit_signal=signal.SIGKILL,
+                    timestamp_ns=time.monotonic_ns())  # fmt: skip
+
+
+def _sample(pid: int):
+    from oomwatch.agent.tick import ProcessSample
+
+    return ProcessSample(pid=pid, ppid=1, comm="pt_data_worker", role="dataloader_worker", job="train", rank=None,
+                         local_rank=None, state="S", rss=64 * MIB, anon=60 * MIB, file=4 * MIB, shmem=0, swap=0,
+                         hwm=64 * MIB, cgroup="/job")  # fmt: skip
+
+
+def test_a_report_late_by_seconds_is_waited_for_when_the_oom_kill_count_rose():
+    """The count rose: the kill was an OOM kill whose report is on its way (through journald it came
+    more than 3 s late on CI); the SIGKILL is no incident of its own once the report came."""
+    from oomwatch.agent.incidents.sigkills import Sigkills
+
+    kills = [0]
+    fake = _FakeIncidents(_sample(4242))
+    sig = Sigkills(fake, kernel_log=True, grace=0.1, late_grace=8.0, node_oom_kills=lambda: kills[0])
+    fake.last_tick = dataclasses.replace(fake.last_tick, node=dataclasses.replace(fake.last_tick.node, oom_kills=0))
+    sig.on_exit(_exit(4242))
+    kills[0] = 1  # the kernel counted it
+    threading.Timer(4.0, fake.told.add, (4242,)).start()  # its report, 4 s late
+    time.sleep(5.0)
+    assert fake.written == [] and not sig._pending
+
+
+def test_a_sigkill_with_no_report_is_written_after_the_grace_or_the_late_grace():
+    from oomwatch.agent.incidents.sigkills import Sigkills
+
+    kills = [0]
+    fake = _FakeIncidents(_sample(4242))
+    fake.last_tick = dataclasses.replace(fake.last_tick, node=dataclasses.replace(fake.last_tick.node, oom_kills=0))
+    sig = Sigkills(fake, kernel_log=True, grace=0.1, late_grace=1.0, node_oom_kills=lambda: kills[0])
+    started = time.monotonic()
+    sig.on_exit(_exit(4242))  # the count did not rise: not an OOM kill, written after the grace
+    time.sleep(0.6)
+    assert [pids for _, pids in fake.written] == [[4242]] and fake.written[0][0] - started < 0.5
+    kills[0] = 1  # now it rose (another process's OOM kill, say) and no report names this one
+    started = time.monotonic()
+    sig.on_exit(_exit(4242))
+    time.sleep(0.5)
+    assert len(fake.written) == 1  # still waiting for a report
+    time.sleep(1.0)
+    assert len(fake.written) == 2 and 0.9 < fake.written[1][0] - started < 1.4

@@ -26,6 +26,9 @@ RECENT_SECONDS = 3600.0  # ...for an hour: also those written before a restart, 
 NO_REMEDY = "Cause not determined: the incident lists the candidates and what to collect (oomwatch incidents show)."
 RETRY_SECONDS = 5.0  # how often an incident that could not be written is tried again
 PENDING_REMEDY = "The incident is being written (oomwatch incidents show, in a moment)."
+# a kernel OOM report for a pid whose SIGKILL incident (no report had come) was taken on this long ago or
+# less replaces that incident: the report came late (journald on a loaded node), and it is one kill
+REPLACE_SECONDS = 120.0
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -46,6 +49,10 @@ class Ledger:
         self.recent: deque[tuple[float, str, str, str, str, str, str, str, str]] = deque(maxlen=RECENT_KEPT)
         # kill id -> the id of its incident, written or being written: each kill is written once
         self._kills: dict[str, str] = {}
+        self._owner: dict[str, str] = {}  # incident id -> the kill id whose incident it is (taken on here)
+        self._labels: dict[str, tuple[str, str, str, str, str, str]] = {}  # incident id -> its counted labels
+        self._sigkilled: dict[int, tuple[str, float]] = {}  # pid -> its SIGKILL incident's id, when taken on
+        self._write_lock = threading.Lock()  # an incident's owner checked and its files written, in one go
         self._load_recent(state_dir)
         self._unwritten: deque[_Unwritten] = deque()  # incidents the disk refused: tried again
         self._retry_at = 0.0
@@ -80,9 +87,15 @@ class Ledger:
         job: str | None,
         comm: str,
         verdict: str,
+        *,
+        sigkill: bool = False,
+        report: bool = False,
     ) -> Pending | Path:
         """Take a kill on: counted and exported at once (its verdict from its kind, its cause not yet
-        known) before anything is diagnosed or written; a kill taken on before gives its file's path."""
+        known) before anything is diagnosed or written; a kill taken on before gives its file's path.
+        ``sigkill``: a SIGKILL that no OOM report explained (yet); ``report``: the kernel's OOM report,
+        which takes over the pid's SIGKILL incident of the last REPLACE_SECONDS (same file, counted
+        once) instead of making a second incident of one kill."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
         ident = f"{stamp}-{_SLUG.sub('_', job or 'node')[:60]}-{pid}"
         role = victim.role if victim is not None else "unknown"
@@ -93,20 +106,55 @@ class Ledger:
             if known is not None:
                 log.info("pid %d: the incident of this kill (%s) is %s already; not written again", pid, kill_id, known)
                 return self.dir / f"{known}.json"
-            taken = set(self._kills.values())
-            base, n = ident, 1
-            while ident in taken or (self.dir / f"{ident}.json").exists():
-                n += 1  # another kill of this pid (or job) in the same second: a file of its own
-                ident = f"{base}-{n}"
+            for gone in [p for p, (_, t) in self._sigkilled.items() if now - t > REPLACE_SECONDS]:
+                del self._sigkilled[gone]
+            earlier = self._sigkilled.pop(pid, None) if report else None
+            replaces = None
+            if earlier is not None:
+                ident = earlier[0]
+                replaces = self._owner.get(ident)
+                self._uncount(ident)
+                log.warning("pid %d: the kernel's OOM report came after its SIGKILL incident %s: it replaces it",
+                            pid, ident)  # fmt: skip
+            else:
+                taken = set(self._kills.values())
+                base, n = ident, 1
+                while ident in taken or (self.dir / f"{ident}.json").exists():
+                    n += 1  # another kill of this pid (or job) in the same second: a file of its own
+                    ident = f"{base}-{n}"
             self._kills[kill_id] = ident
+            self._owner[ident] = kill_id
+            self._labels[ident] = key
+            if sigkill:
+                self._sigkilled[pid] = (ident, now)
             self.counts[key] = self.counts.get(key, 0) + 1
             self.recent.append((now, *key, PENDING_REMEDY, ident))
             self.last_time = now
-        return Pending(kill_id, ident, now, pid, key)
+        return Pending(kill_id, ident, now, pid, key, replaces)
+
+    def _uncount(self, ident: str) -> None:
+        """The incident ``ident`` no longer counted (it is replaced); under the lock."""
+        labels = self._labels.pop(ident, None)
+        if labels is not None:
+            left = self.counts.get(labels, 0) - 1
+            if left > 0:
+                self.counts[labels] = left
+            else:
+                self.counts.pop(labels, None)
+        entries = [e for e in self.recent if e[-1] != ident]
+        self.recent.clear()
+        self.recent.extend(entries)
+
+    def _current(self, pending: Pending) -> bool:
+        """Whether ``pending`` is still its incident's kill (not replaced by a later report); under the lock."""
+        return self._owner.get(pending.ident, pending.kill_id) == pending.kill_id
 
     def _settle(self, pending: Pending, key: tuple[str, str, str, str, str, str], remedy: str) -> None:
         """The kill's labels, now that it is diagnosed: its count moves from the provisional ones."""
         with self.lock:
+            if not self._current(pending):
+                return  # replaced meanwhile: the report's incident is counted instead
+            self._labels[pending.ident] = key
             left = self.counts.get(pending.key, 0) - 1
             if left > 0:
                 self.counts[pending.key] = left
@@ -122,7 +170,7 @@ class Ledger:
     def _store(self, pending: Pending, doc: dict[str, Any], text: str) -> Path | None:
         """Write the incident's files; when the disk refuses (full, read-only, permission), keep them to
         try again (see :meth:`flush`) and say so."""
-        item = _Unwritten(pending.ident, json.dumps(doc, indent=2) + "\n", text)
+        item = _Unwritten(pending.ident, json.dumps(doc, indent=2) + "\n", text, pending.kill_id)
         try:
             return self._put(item)
         except OSError as exc:
@@ -136,10 +184,16 @@ class Ledger:
             return None
 
     def _put(self, item: _Unwritten) -> Path:
-        self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / f"{item.ident}.json"
-        write_atomic(self.dir / f"{item.ident}.txt", item.text)
-        write_atomic(path, item.json)  # last: an incident is on disk once its JSON is (its kill_id is in it)
+        with self._write_lock:
+            with self.lock:
+                replaced = self._owner.get(item.ident, item.kill_id) != item.kill_id
+            if replaced:  # a later report took this incident over: its files are the report's
+                log.info("incident %s: not written for %s, which a later report replaced", item.ident, item.kill_id)
+                return path
+            self.dir.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.dir / f"{item.ident}.txt", item.text)
+            write_atomic(path, item.json)  # last: an incident is on disk once its JSON is (its kill_id is in it)
         return path
 
     def flush(self, force: bool = False) -> list[Path]:
@@ -151,6 +205,12 @@ class Ledger:
             waiting = list(self._unwritten)
         written: list[Path] = []
         for item in waiting:
+            with self.lock:
+                replaced = self._owner.get(item.ident, item.kill_id) != item.kill_id
+            if replaced:  # a later report took it over, and writes its own
+                with self.lock:
+                    self._unwritten.remove(item)
+                continue
             try:
                 written.append(self._put(item))
             except OSError as exc:
@@ -194,6 +254,7 @@ class Pending:
     time: float
     pid: int
     key: tuple[str, str, str, str, str, str]
+    replaces: str | None = None  # the kill id of the SIGKILL incident this report takes over
 
 
 @dataclass(frozen=True)
@@ -203,3 +264,4 @@ class _Unwritten:
     ident: str
     json: str
     text: str
+    kill_id: str

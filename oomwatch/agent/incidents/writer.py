@@ -119,7 +119,8 @@ class Incidents(Gatherer, Ledger):
         said = _KILLED_COMM.search("\n".join(line for line in lines if "Killed process" in line))
         comm = victim.comm if victim is not None else (said.group(1) if said else "")
         memcg = any(marker in line for line in lines for marker in _MEMCG)
-        pending = self._claim(kill_id, now, pid, victim, job, comm, "cgroup_oom" if memcg else "host_oom")
+        verdict = "cgroup_oom" if memcg else "host_oom"
+        pending = self._claim(kill_id, now, pid, victim, job, comm, verdict, report=True)
         if isinstance(pending, Path):
             return pending
         source = "kernel log (/dev/kmsg)" if seq is not None else "kernel log"
@@ -257,7 +258,7 @@ class Incidents(Gatherer, Ledger):
         seq: int | None,
         kernel_time: float | None,
     ) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "schema": INCIDENT_SCHEMA,
             "id": pending.ident,
             "kill_id": pending.kill_id,
@@ -275,6 +276,10 @@ class Incidents(Gatherer, Ledger):
                 "last_sample": asdict(victim) if victim is not None else None,
             },
         }
+        if pending.replaces is not None:
+            # the kernel's report came after the SIGKILL incident this file held: this is that kill
+            doc["replaces"] = pending.replaces
+        return doc
 
     def _write_undiagnosed(
         self,
@@ -359,7 +364,8 @@ class Incidents(Gatherer, Ledger):
         ``verdict``: what saw it (exit, counter) and what it is counted as until it is diagnosed."""
         now = time.time()
         kill_id = agent_kill_id(kind, self.boot, victim.pid)
-        pending = self._claim(kill_id, now, victim.pid, victim, victim.job, victim.comm, verdict)
+        sigkill = kind == "exit"
+        pending = self._claim(kill_id, now, victim.pid, victim, victim.job, victim.comm, verdict, sigkill=sigkill)
         if isinstance(pending, Path):
             return pending
 
