@@ -145,14 +145,14 @@ class Ledger:
         self.recent.clear()
         self.recent.extend(entries)
 
-    def _current(self, pending: Pending) -> bool:
-        """Whether ``pending`` is still its incident's kill (not replaced by a later report); under the lock."""
-        return self._owner.get(pending.ident, pending.kill_id) == pending.kill_id
+    def _replaced(self, ident: str, kill_id: str) -> bool:
+        """Whether a later report took the incident ``ident`` over from ``kill_id``; under the lock."""
+        return self._owner.get(ident, kill_id) != kill_id
 
     def _settle(self, pending: Pending, key: tuple[str, str, str, str, str, str], remedy: str) -> None:
         """The kill's labels, now that it is diagnosed: its count moves from the provisional ones."""
         with self.lock:
-            if not self._current(pending):
+            if self._replaced(pending.ident, pending.kill_id):
                 return  # replaced meanwhile: the report's incident is counted instead
             self._labels[pending.ident] = key
             left = self.counts.get(pending.key, 0) - 1
@@ -187,7 +187,7 @@ class Ledger:
         path = self.dir / f"{item.ident}.json"
         with self._write_lock:
             with self.lock:
-                replaced = self._owner.get(item.ident, item.kill_id) != item.kill_id
+                replaced = self._replaced(item.ident, item.kill_id)
             if replaced:  # a later report took this incident over: its files are the report's
                 log.info("incident %s: not written for %s, which a later report replaced", item.ident, item.kill_id)
                 return path
@@ -206,11 +206,9 @@ class Ledger:
         written: list[Path] = []
         for item in waiting:
             with self.lock:
-                replaced = self._owner.get(item.ident, item.kill_id) != item.kill_id
-            if replaced:  # a later report took it over, and writes its own
-                with self.lock:
+                if self._replaced(item.ident, item.kill_id):  # a later report took it over, and writes its own
                     self._unwritten.remove(item)
-                continue
+                    continue
             try:
                 written.append(self._put(item))
             except OSError as exc:
