@@ -34,6 +34,7 @@ class ProcessSample:
     rchar: int | None = None  # bytes it had read (/proc/PID/io), read with smaps
     cgroup: str | None = None  # the memory cgroup's path inside its hierarchy
     gpu_memory: int | None = None
+    start_time: int | None = None  # clock ticks after boot (/proc/PID/stat): with the pid, one process in a boot
 
     def smaps_age(self, now: float) -> float | None:
         """Seconds since the smaps values were read, at wall-clock time ``now`` (a tick's ``time``)."""

@@ -233,6 +233,27 @@ def test_a_report_long_after_a_sigkill_incident_or_of_another_pid_is_an_incident
     assert len(_files(state)) == 4 and sum(incidents.counts.values()) == 4
 
 
+def test_a_pid_used_again_and_sigkilled_again_is_another_incident(tmp_path: Path):
+    """An exit's kill id is the process, not only its pid: a pid the kernel hands out again in the same boot
+    (pid_max wraps on a busy node) and SIGKILLed again is a second incident; the same exit handed on twice is one."""
+    from dataclasses import replace
+
+    state = tmp_path / "state"
+    incidents = Incidents(state)
+    first = replace(_worker(4242), start_time=1_000)
+    again = replace(_worker(4242), start_time=9_000_000)
+    a = incidents.on_sigkill([first], None, "died of SIGKILL", (), None, True)
+    assert a is not None and incidents.on_sigkill([first], None, "died of SIGKILL", (), None, True) == a
+    b = incidents.on_sigkill([again], None, "died of SIGKILL", (), None, True)
+    assert b is not None and b != a and len(_files(state)) == 2
+    ids = {json.loads(f.read_text())["kill_id"] for f in _files(state)}
+    assert ids == {
+        agent_kill_id("exit", incidents.boot, 4242, 1_000),
+        agent_kill_id("exit", incidents.boot, 4242, 9_000_000),
+    }
+    assert sum(incidents.counts.values()) == 2
+
+
 def test_a_sigkill_incident_still_being_written_when_the_report_takes_over_is_not_written(tmp_path: Path):
     state = tmp_path / "state"
     pid, report = _report()

@@ -47,6 +47,8 @@ def test_roles_jobs_and_values_match_proc():
             assert p.file == status_kb(p.pid, "RssFile")
             assert p.hwm == status_kb(p.pid, "VmHWM")
             assert p.swap == status_kb(p.pid, "VmSwap")
+            # its start (field 22 of /proc/PID/stat, after the parenthesised comm): the process, not just its pid
+            assert p.start_time == int(Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
         # RSS cannot tell them apart (both map the parent's 64 MiB), USS can
         assert writer.rss > 60 * MIB and reader.rss > 60 * MIB
         assert writer.uss > 60 * MIB, writer

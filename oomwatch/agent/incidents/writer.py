@@ -363,7 +363,7 @@ class Incidents(Gatherer, Ledger):
         roles seen live and the history, diagnosed by the engine like any other. ``kind`` and
         ``verdict``: what saw it (exit, counter) and what it is counted as until it is diagnosed."""
         now = time.time()
-        kill_id = agent_kill_id(kind, self.boot, victim.pid)
+        kill_id = agent_kill_id(kind, self.boot, victim.pid, victim.start_time)
         sigkill = kind == "exit"
         pending = self._claim(kill_id, now, victim.pid, victim, victim.job, victim.comm, verdict, sigkill=sigkill)
         if isinstance(pending, Path):

@@ -274,6 +274,7 @@ class Sampler:
             rchar=t.rchar if sm else None,
             cgroup=memory_cgroup_path(t.membership),
             gpu_memory=t.gpu_memory,
+            start_time=t.info.start_time,
         )
         t.cached = (*key, sample)
         return sample

@@ -5,7 +5,8 @@ The kernel stamps each message with its boot and its time on the monotonic clock
 has one id: ``kernel:<boot id>:<usec of its Killed process line>:<pid>``. A kernel log file may span
 boots and its lines carry whatever stamp the logger gave them: there the id is a hash of the kill
 line itself. A kill with no kernel line (a SIGKILL exit event, a counter that rose) is one per
-process and boot. Incidents are written once per id (see agent.incidents).
+process: its pid and boot, and its start time where known (a pid used again in the boot is another
+process). Incidents are written once per id (see agent.incidents).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def line_kill_id(lines: list[str], pid: int) -> str:
     return f"line:{digest}:{pid}"
 
 
-def agent_kill_id(kind: str, boot: str, pid: int) -> str:
-    """A kill the agent saw without a kernel report (``kind``: exit, counter): one per process and boot."""
-    return f"{kind}:{boot or 'unknown-boot'}:{pid}"
+def agent_kill_id(kind: str, boot: str, pid: int, start_time: int | None = None) -> str:
+    """A kill the agent saw without a kernel report (``kind``: exit, counter): one per process, which
+    ``start_time`` (clock ticks after boot, /proc/PID/stat) tells from an earlier one with its pid."""
+    process = f"{pid}" if start_time is None else f"{pid}:{start_time}"
+    return f"{kind}:{boot or 'unknown-boot'}:{process}"
