@@ -49,10 +49,11 @@ class Ledger:
         self.recent: deque[tuple[float, str, str, str, str, str, str, str, str]] = deque(maxlen=RECENT_KEPT)
         # kill id -> the id of its incident, written or being written: each kill is written once
         self._kills: dict[str, str] = {}
-        self._owner: dict[str, str] = {}  # incident id -> the kill id whose incident it is (taken on here)
-        self._labels: dict[str, tuple[str, str, str, str, str, str]] = {}  # incident id -> its counted labels
-        self._sigkilled: dict[int, tuple[str, float]] = {}  # pid -> its SIGKILL incident's id, when taken on
-        self._write_lock = threading.Lock()  # an incident's owner checked and its files written, in one go
+        # pid -> its SIGKILL incident's id, kill id and when taken on, for REPLACE_SECONDS
+        self._sigkilled: dict[int, tuple[str, str, float]] = {}
+        self._labels: dict[str, tuple[str, str, str, str, str, str]] = {}  # their incident id -> counted labels
+        self._superseded: set[str] = set()  # kill ids whose incident a later report took over
+        self._write_lock = threading.Lock()  # whether it was taken over checked and its files written, in one go
         self._load_recent(state_dir)
         self._unwritten: deque[_Unwritten] = deque()  # incidents the disk refused: tried again
         self._retry_at = 0.0
@@ -106,13 +107,13 @@ class Ledger:
             if known is not None:
                 log.info("pid %d: the incident of this kill (%s) is %s already; not written again", pid, kill_id, known)
                 return self.dir / f"{known}.json"
-            for gone in [p for p, (_, t) in self._sigkilled.items() if now - t > REPLACE_SECONDS]:
-                del self._sigkilled[gone]
+            for gone in [p for p, (_, _, t) in self._sigkilled.items() if now - t > REPLACE_SECONDS]:
+                self._labels.pop(self._sigkilled.pop(gone)[0], None)
             earlier = self._sigkilled.pop(pid, None) if report else None
             replaces = None
             if earlier is not None:
-                ident = earlier[0]
-                replaces = self._owner.get(ident)
+                ident, replaces, _ = earlier
+                self._superseded.add(replaces)
                 self._uncount(ident)
                 log.warning("pid %d: the kernel's OOM report came after its SIGKILL incident %s: it replaces it",
                             pid, ident)  # fmt: skip
@@ -123,10 +124,9 @@ class Ledger:
                     n += 1  # another kill of this pid (or job) in the same second: a file of its own
                     ident = f"{base}-{n}"
             self._kills[kill_id] = ident
-            self._owner[ident] = kill_id
-            self._labels[ident] = key
             if sigkill:
-                self._sigkilled[pid] = (ident, now)
+                self._sigkilled[pid] = (ident, kill_id, now)
+                self._labels[ident] = key
             self.counts[key] = self.counts.get(key, 0) + 1
             self.recent.append((now, *key, PENDING_REMEDY, ident))
             self.last_time = now
@@ -136,30 +136,26 @@ class Ledger:
         """The incident ``ident`` no longer counted (it is replaced); under the lock."""
         labels = self._labels.pop(ident, None)
         if labels is not None:
-            left = self.counts.get(labels, 0) - 1
-            if left > 0:
-                self.counts[labels] = left
-            else:
-                self.counts.pop(labels, None)
+            self._count_down(labels)
         entries = [e for e in self.recent if e[-1] != ident]
         self.recent.clear()
         self.recent.extend(entries)
 
-    def _replaced(self, ident: str, kill_id: str) -> bool:
-        """Whether a later report took the incident ``ident`` over from ``kill_id``; under the lock."""
-        return self._owner.get(ident, kill_id) != kill_id
+    def _count_down(self, labels: tuple[str, str, str, str, str, str]) -> None:
+        left = self.counts.get(labels, 0) - 1
+        if left > 0:
+            self.counts[labels] = left
+        else:
+            self.counts.pop(labels, None)
 
     def _settle(self, pending: Pending, key: tuple[str, str, str, str, str, str], remedy: str) -> None:
         """The kill's labels, now that it is diagnosed: its count moves from the provisional ones."""
         with self.lock:
-            if self._replaced(pending.ident, pending.kill_id):
+            if pending.kill_id in self._superseded:
                 return  # replaced meanwhile: the report's incident is counted instead
-            self._labels[pending.ident] = key
-            left = self.counts.get(pending.key, 0) - 1
-            if left > 0:
-                self.counts[pending.key] = left
-            else:
-                self.counts.pop(pending.key, None)
+            if pending.ident in self._labels:  # a SIGKILL incident a report may still replace
+                self._labels[pending.ident] = key
+            self._count_down(pending.key)
             self.counts[key] = self.counts.get(key, 0) + 1
             entries = list(self.recent)
             self.recent.clear()
@@ -187,7 +183,7 @@ class Ledger:
         path = self.dir / f"{item.ident}.json"
         with self._write_lock:
             with self.lock:
-                replaced = self._replaced(item.ident, item.kill_id)
+                replaced = item.kill_id in self._superseded
             if replaced:  # a later report took this incident over: its files are the report's
                 log.info("incident %s: not written for %s, which a later report replaced", item.ident, item.kill_id)
                 return path
@@ -206,7 +202,7 @@ class Ledger:
         written: list[Path] = []
         for item in waiting:
             with self.lock:
-                if self._replaced(item.ident, item.kill_id):  # a later report took it over, and writes its own
+                if item.kill_id in self._superseded:  # a later report took it over, and writes its own
                     self._unwritten.remove(item)
                     continue
             try:
