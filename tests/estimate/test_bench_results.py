@@ -27,6 +27,9 @@ DOCUMENTED = {
     "heldout-workers-steps": ("estimate_heldout_workers.py", 4, 8, 3),
     "heldout-workers-peaks": ("estimate_heldout_workers.py", 4, 8, 4),
     "heldout-3ranks": ("estimate_heldout.py", 1, 3, 1),
+    "first-contact-r4-ranks": ("estimate_heldout.py", 3, 5, 2),
+    "first-contact-r4-workers": ("estimate_heldout_workers.py", 3, 6, 3),
+    "first-contact-r5-workers": ("estimate_heldout_workers.py", 2, 4, 0),
 }
 ARGS = {"heldout-3ranks": ["--default-ranks", "3", "--small", "1,2"]}  # the variants of 3 ranks, from 1 and 2
 
