@@ -13,8 +13,8 @@ What goes wrong (only said here): ~1.7 million distinct tuples, each with its ow
 for the entity ids, and the set's table beside them are ~400 MiB of small Python objects in the main
 process. The 3 forked workers share those pages at first, but ``self.triples[i]`` takes a reference
 to the tuple and its ints, writing their refcounts: every page of tuples a worker reads is copied
-into it, and the workers' garbage collector walks every tuple still tracked (writing its header):
-within seconds of the first epoch each worker holds its own copy of most of the list's pages.
+into it. A page holds some thirty of them: by the time a worker has read a few percent of the
+triples, within seconds of the first epoch, it holds its own copy of most of the list's pages.
 ``--v2`` keeps the triples in one (N, 3) int64 numpy array and the
 known ones as a sorted array of int64 keys (``np.searchsorted`` to filter): the workers only read
 those pages.
