@@ -830,7 +830,7 @@ VARIANTS: dict[str, Scenario] = {
             notes=(
                 "Killed 10-16 s in, as the 3 workers un-share the list's pages after the fork, before the first "
                 "step line; the victim is the main process (4 of 4 runs), sometimes a worker after it; bash "
-                "prints `Killed`. The fixed run survives (4 of 4) in 105-135 s; its peak, as its main process "
+                "prints `Killed`. The fixed run survives (5 of 5) in 105-112 s; its peak, as its main process "
                 "ranks all entities after each epoch, varies by itself: 823 to 1268 MiB over 4 runs.",
             ),
             family=_V,
