@@ -57,8 +57,11 @@ class TupleTriples(Dataset):
     def is_known(self, h, r, t):
         return (h, r, t) in self.known
 
+    def triple(self, i):
+        return self.triples[i]
+
     def __getitem__(self, i):
-        h, r, t = self.triples[i]
+        h, r, t = self.triple(i)
         rng = np.random.default_rng((self.seed, i))
         while True:
             e = int(rng.integers(ENTITIES))
@@ -84,14 +87,8 @@ class PackedTriples(TupleTriples):
         j = np.searchsorted(self.keys, k)
         return j < len(self.keys) and self.keys[j] == k
 
-    def __getitem__(self, i):
-        h, r, t = (int(x) for x in self.triples[i])
-        rng = np.random.default_rng((self.seed, i))
-        while True:
-            e = int(rng.integers(ENTITIES))
-            neg = (e, r, t) if rng.random() < 0.5 else (h, r, e)
-            if not self.is_known(*neg):
-                return (h, r, t), neg
+    def triple(self, i):
+        return tuple(int(x) for x in self.triples[i])
 
 
 def collate(batch):
