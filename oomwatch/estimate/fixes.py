@@ -126,28 +126,40 @@ VALUES_SHARE = (0.0, 0.2, 0.5)  # of a Python-object dataset's pages, what its v
 # them; memory-mapped storage keeps none of it in the process, long strings keep more of their size; the samples
 # cannot tell the mix
 WORKER_FLOOR = 16 << 20  # bytes a forked worker un-shares of its parent's pages without touching the dataset's
-# objects (its loop and garbage collector write the pages of the parent's modules, functions and the Dataset
-# object): measured 9 to 20 MiB in the fixed workers of four copy-on-write jobs (torch and Lightning, 1-4 workers)
+# objects, before its garbage collector makes a full pass (its loop and its younger collections write some pages
+# of the parent's modules and the Dataset object): measured 9 to 20 MiB in the fixed workers of four copy-on-write
+# jobs (torch and Lightning, 1-4 workers); 16 MiB in bench/worker_gc_pass.py, 9 with the workers' collector off
+GC_PASS = 70 << 20  # bytes more once a worker's collector makes a full pass: it writes the header of every object
+# the interpreter tracks, un-sharing each page that holds one. gc.collect() at a worker's start added 60-66 MiB
+# in six torch jobs (numpy storage, 3-4 workers), and 70-73 MiB came at once, seconds into their lives, in the
+# fixed workers of one of them. Whether the pass comes depends on how many objects survive a worker's younger
+# collections (it came in the fixed workers of 1 of 15 families): the interval's high end, not its point
 
 
 def _compact_storage(model: Model) -> tuple[Model, str]:
     """numpy/Arrow storage: the workers un-share none of the dataset's pages (each keeps what it allocated
-    itself, and the pages of its parent's interpreter it writes anyway), and the parent's objects (about the
-    pages each worker un-shared of them: the objects it touched) shrink to their values."""
+    itself, and the pages of its parent's interpreter it writes anyway: more if its garbage collector makes a
+    full pass, the interval's high end), and the parent's objects (about the pages each worker un-shared of them:
+    the objects it touched) shrink to their values."""
     worker = model.roles.get("dataloader_worker")
     if worker is None:
         return model, "no DataLoader worker in this run"
     allocated = worker.own if worker.own is not None else worker.start
     own = min(worker.peak, allocated + WORKER_FLOOR)
     unshared = max(0.0, worker.peak - own)
+    passed = min(worker.peak, own + GC_PASS)  # a fix never makes a process larger than it was
     roles = dict(model.roles)
-    roles["dataloader_worker"] = _settle(worker, own)
+    roles["dataloader_worker"] = replace(_settle(worker, own), high=max(own, passed))
     said = (f"each worker keeps what it allocated itself ({allocated / 2**20:.0f} MiB) and the pages of its "
-            f"parent's interpreter it writes anyway (about {WORKER_FLOOR >> 20} MiB), un-sharing none of the "
-            f"dataset's ({unshared / 2**20:.0f} MiB each here)")  # fmt: skip
+            f"parent's interpreter it writes anyway (about {WORKER_FLOOR >> 20} MiB; up to {passed / 2**20:.0f} "
+            f"MiB if its garbage collector makes a full pass, which writes every object the interpreter "
+            f"tracks), un-sharing none of the dataset's ({unshared / 2**20:.0f} MiB each here)")  # fmt: skip
     rank = roles.get("rank")
     if rank is not None and unshared > 0:
-        most, point, least = (unshared * (1 - v) for v in VALUES_SHARE)  # what the parent no longer holds
+        # what the parent no longer holds; at the high end, a full pass of the collector in the measured
+        # workers made part of what they un-shared the interpreter's pages, not the dataset's
+        most, point = (unshared * (1 - v) for v in VALUES_SHARE[:2])
+        least = max(0.0, unshared - GC_PASS) * (1 - VALUES_SHARE[2])
         for name in ("rank", "rank0"):
             if (r := roles.get(name)) is not None:
                 roles[name] = _less(r, point, most, least)

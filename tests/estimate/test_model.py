@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from oomwatch.engine.progress import Progress
-from oomwatch.estimate.fixes import VALUES_SHARE, WORKER_FLOOR, fixed_models, seen_mechanisms
+from oomwatch.estimate.fixes import GC_PASS, VALUES_SHARE, WORKER_FLOOR, fixed_models, seen_mechanisms
 from oomwatch.estimate.inputs import EstimateInputError, from_report
 from oomwatch.estimate.model import JobPoint, Point, Trace, build
 from oomwatch.estimate.project import Scale, loaded, project
@@ -243,6 +243,14 @@ def test_numpy_storage_keeps_each_worker_at_what_it_allocated_and_shrinks_the_pa
         p = project(fixed, Scale(ranks=1, workers=4))
         assert p.shares[0].each == WORKER_FLOOR  # not back at the worker's first sample
         assert p.shares[1].each == fixed.roles["rank"].peak
+        # a full pass of a worker's garbage collector writes every object the interpreter tracks: the interval's
+        # high end holds it for each worker (no more than the worker held broken), and the parent shrinks the
+        # less at that end, part of what the measured workers un-shared having been the interpreter's pages
+        assert fixed.roles["dataloader_worker"].high == min(worker.peak, WORKER_FLOOR + GC_PASS)
+        assert "full pass" in assumption
+        least = max(0.0, unshared - GC_PASS) * (1 - VALUES_SHARE[2])
+        assert fixed.roles["rank"].high == pytest.approx(model.roles["rank"].high - least)
+        assert p.high - p.needed >= 4 * (fixed.roles["dataloader_worker"].high - WORKER_FLOOR)
 
 
 def test_a_worker_that_allocated_memory_keeps_it_with_numpy_storage():
