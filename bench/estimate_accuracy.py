@@ -255,6 +255,11 @@ def _what_if(doc: dict[str, Any], cause: str) -> dict[str, Any] | None:
     return None
 
 
+def _inside(low: int | None, high: int | None, measured: int | None) -> bool | None:
+    """Whether the measured peak lies in the predicted interval (None: either not known)."""
+    return None if low is None or high is None or measured is None else low <= measured <= high
+
+
 def predict(rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
     """Every small run's estimate of its family's large runs, broken and fixed, beside the truth."""
     by = {(r["rep"], r["family"], r["case"]): r for r in rows}
@@ -285,6 +290,8 @@ def predict(rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
                 t["predicted_needed_bytes"] = p.get("needed_bytes")
                 t["predicted_with_cache_bytes"] = p.get("with_cache_bytes")
                 t["predicted_verdict"] = p.get("verdict")
+                t["predicted_low_bytes"], t["predicted_high_bytes"] = p.get("low_bytes"), p.get("high_bytes")
+                t["inside_interval"] = _inside(p.get("low_bytes"), p.get("high_bytes"), t["measured_needed_bytes"])
                 t["needed_error"] = _err(p.get("needed_bytes"), t["measured_needed_bytes"])
                 t["with_cache_error"] = _err(p.get("with_cache_bytes"), t["measured_usage_bytes"])
                 pf = _fits(p.get("verdict"))
@@ -359,6 +366,7 @@ def print_predictions(preds: list[dict[str, Any]]) -> dict[str, Any]:
         print(f"  estimate not available ({preds[0]['why']}); the measured table above is the ground truth")
         return {"available": False, "why": preds[0]["why"]}
     errs, fixed_errs, fits = [], [], []
+    inside: dict[str, list[bool]] = {"broken": [], "fixed": []}  # the measured peak in the predicted interval
     unknown = 0  # "fits" verdicts that said they cannot tell
     head = f"{'rep':>3} {'family':<20} {'from':<22} {'variant':<7} {'needed':>6} {'pred':>6} {'err':>7} {'usage':>6} {'pred+$':>6} {'err':>7} {'fits':>5} {'pred':>6}"  # fmt: skip
     print(head)
@@ -370,6 +378,8 @@ def print_predictions(preds: list[dict[str, Any]]) -> dict[str, Any]:
             t = p[v]
             if t.get("needed_error") is not None:
                 (errs if v == "broken" else fixed_errs).append(abs(t["needed_error"]))
+            if t.get("inside_interval") is not None:
+                inside[v].append(t["inside_interval"])
             if t.get("fits_right") is not None:
                 fits.append(t["fits_right"])
                 unknown += t.get("predicted_verdict") == "unknown"
@@ -391,6 +401,8 @@ def print_predictions(preds: list[dict[str, Any]]) -> dict[str, Any]:
         "fits_right": sum(fits),
         "fits_cases": len(fits),
         "cannot_tell": unknown,
+        "inside_interval": sum(inside["broken"]),
+        "fixed_inside_interval": sum(inside["fixed"]),
     }
     verdict["meets_bar"] = bool(
         errs
@@ -407,6 +419,8 @@ def print_predictions(preds: list[dict[str, Any]]) -> dict[str, Any]:
         + (f" ({unknown} cannot tell)" if unknown else "")
         + f"; bar met: {verdict['meets_bar']}"
     )
+    print(f"measured inside the predicted interval: broken {sum(inside['broken'])}/{len(inside['broken'])}, "
+          f"fixed {sum(inside['fixed'])}/{len(inside['fixed'])}")  # fmt: skip
     return verdict
 
 
@@ -490,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
                     moved = prev / "runs" / f"rep{r['rep']}" / r["family"] / r["case"] / "report.json"
                     report = r["report"] if r["report"] is None or Path(r["report"]).exists() else str(moved)
                     rows.append({**r, "rep": base + r["rep"], "report": report, "from_summary": str(prev)})
+        families = [f for f in families if any(r["family"] == f for r in rows)]  # the families recorded there
         if args.small_only:
             rows = _rerun_small(rows, families, out, args.free_limit, cold=not args.warm)
     else:
