@@ -13,6 +13,8 @@ times in fresh interpreters, the workers' garbage collector
   as is    nothing changed: in a worker's first seconds a full pass has usually not come yet (the floor),
   collect  gc.collect() in worker_init_fn: one full pass at once (the floor and the pass),
   off      gc.disable() in worker_init_fn: what the loop un-shares without its younger collections either,
+  frozen   gc.freeze() in the parent just before the workers start, and gc.collect() in worker_init_fn: the
+           pass without the parent's objects (the advice of rules/causes.yaml's cow_refcount_defeat fix),
 
 samples each worker's USS (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup) and anonymous memory after
 its first batches, and prints the median per mode and the pass (collect - as is), beside the constants
@@ -35,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-MODES = ("as is", "collect", "off")
+MODES = ("as is", "collect", "off", "frozen")
 MIB = 1 << 20
 
 
@@ -75,7 +77,7 @@ def _job(mode: str, workers: int, seconds: float) -> dict:
     def init(_: int) -> None:
         if mode == "off":
             gc.disable()
-        elif mode == "collect":
+        elif mode in ("collect", "frozen"):
             gc.collect()
 
     values = np.random.default_rng(0).random((8192, 2048), dtype=np.float32)  # 64 MiB
@@ -83,6 +85,8 @@ def _job(mode: str, workers: int, seconds: float) -> dict:
     opt = torch.optim.AdamW(model.parameters())
     loader = DataLoader(Rows(values), batch_size=256, shuffle=True, num_workers=workers,
                         worker_init_fn=None if mode == "as is" else init)  # fmt: skip
+    if mode == "frozen":
+        gc.freeze()  # the parent's objects into the permanent generation, which no collection visits
     it = iter(loader)
     pids = [w.pid for w in it._workers]  # the DataLoader's own handles on its worker processes
     t0 = time.monotonic()

@@ -1,6 +1,7 @@
 """The copy-on-write fix's constants against real forked DataLoader workers (bench/worker_gc_pass.py): a worker over
 numpy storage un-shares about WORKER_FLOOR of its parent before its garbage collector makes a full pass, and about
-GC_PASS more with one; without its collector it holds less than either."""
+GC_PASS more with one; without its collector it holds less than either, and gc.freeze() in the parent
+before the workers start keeps a full pass off the parent's objects."""
 
 import importlib.util
 import json
@@ -33,3 +34,5 @@ def test_a_full_collection_in_a_forked_worker_unshares_about_what_the_model_says
     assert GC_PASS / 2 <= r["gc_pass"] <= GC_PASS * 2, modes
     # the collector is what un-shares them: off, a worker holds less than as it is
     assert modes["off"] < modes["as is"] < modes["collect"], modes
+    # and gc.freeze() in the parent before the workers start (the fix's advice) keeps a full pass off its objects
+    assert modes["frozen"] < modes["as is"] + GC_PASS / 4, modes
