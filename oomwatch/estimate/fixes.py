@@ -153,7 +153,8 @@ def _compact_storage(model: Model) -> tuple[Model, str]:
     said = (f"each worker keeps what it allocated itself ({allocated / 2**20:.0f} MiB) and the pages of its "
             f"parent's interpreter it writes anyway (about {WORKER_FLOOR >> 20} MiB; up to {passed / 2**20:.0f} "
             f"MiB if its garbage collector makes a full pass, which writes every object the interpreter "
-            f"tracks), un-sharing none of the dataset's ({unshared / 2**20:.0f} MiB each here)")  # fmt: skip
+            f"tracks: gc.freeze() before the workers start prevents it), un-sharing none of the dataset's "
+            f"({unshared / 2**20:.0f} MiB each here)")  # fmt: skip
     rank = roles.get("rank")
     if rank is not None and unshared > 0:
         # what the parent no longer holds; at the high end, a full pass of the collector in the measured
