@@ -5,7 +5,8 @@ measured one. Each names its assumption; a cause with no fix modelled here gives
   it): each rank's copy (what it read and kept) becomes one memory-mapped copy in the page cache, shared by
   every rank of the node (reclaimable);
 * ``cow_refcount_defeat``: the workers no longer un-share the dataset's pages: each keeps what it allocated and
-  the pages of the interpreter it writes anyway; the parent's objects shrink to their values;
+  the pages of the interpreter it writes anyway (at the interval's high end, all of them: a full pass of its
+  garbage collector); the parent's objects shrink to their values;
 * ``unbounded_cache``: the cache stops at its bound: a worker stays at its start, a rank where its steady
   growth began (the bound's own size is not known here and is left out);
 * ``manager_cache``: no manager cache: the manager stays at its start;
