@@ -121,8 +121,12 @@ def _failure(
     stamp = min(stamps, key=lambda s: (s.key(year), s.frac or 0.0)) if stamps else None
     pick = lambda name: next((getattr(r, name) for r in group if getattr(r, name) is not None), None)  # noqa: E731
     evidence: list[Evidence] = []
+    seen: set[Evidence] = set()  # a flood of one line makes a group of thousands: no linear scan per line
     for r in sorted(group, key=lambda r: (r is not telling, r.file, r.line)):
-        evidence.extend(e for e in r.evidence if e not in evidence)
+        for e in r.evidence:
+            if e not in seen:
+                seen.add(e)
+                evidence.append(e)
     kind = telling.kind
     failure = Failure(
         kind=kind,
