@@ -35,7 +35,7 @@ from scenarios.catalog import ALL, GENERAL, SCENARIOS, Scenario
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.conftest import ROOT, require_root_cgroup, require_scenario_deps, run_oomwatch
 
-SHARES = 3  # the variants are split in this many shares; a CI run takes one
+SHARES = 4  # the variants are split in this many shares; a CI run takes one (3 took the suite to 23-26 min on 2 cores)
 NAMED: list[tuple[str, str, bool]] = []  # (scenario, path, whether it named the cause, determined)
 MOST = 0.8  # of the variants' run / agent / diagnose --command diagnoses, at least this share right
 
