@@ -7,8 +7,9 @@ measured one. Each names its assumption; a cause with no fix modelled here gives
 * ``cow_refcount_defeat``: the workers no longer un-share the dataset's pages: each keeps what it allocated and
   the pages of the interpreter it writes anyway (at the interval's high end, all of them: a full pass of its
   garbage collector); the parent's objects shrink to their values;
-* ``unbounded_cache``: the cache stops at its bound: a worker stays at its start, a rank where its steady
-  growth began (the bound's own size is not known here and is left out);
+* ``unbounded_cache``: the cache stops at its bound: a worker stays at its start, a rank where it stood once its
+  first steps were done (else where its steady growth began; the bound's own size is not known here and is left
+  out);
 * ``manager_cache``: no manager cache: the manager stays at its start;
 * ``pin_memory_prefetch``: fewer batches in flight: the workers' growth after their start goes.
 """
@@ -36,8 +37,10 @@ FIXES: dict[str, str] = {
 }
 
 
-def _settle(role: Role, level: float) -> Role:
-    return replace(role, peak=level, low=min(role.low, level), high=level, start=min(role.start, level), growth=0.0,
+def _settle(role: Role, level: float, least: float | None = None) -> Role:
+    """``role`` staying at ``level`` (at ``least`` at the interval's low end, when that is lower)."""
+    low = min(role.low, level, level if least is None else least)
+    return replace(role, peak=level, low=low, high=level, start=min(role.start, low), growth=0.0,
                    settled=True, split=False, by_epoch=(), per_step=None)  # fmt: skip
 
 
@@ -73,11 +76,14 @@ def _shared_copy(model: Model) -> tuple[Model, str]:
                    "the page cache, shared and reclaimable")  # fmt: skip
 
 
-def _before(role: Role) -> float:
-    """A role's level without what it accumulates: where it stood once the run's first step was done (what it
-    loaded and built, and one step's working set, are in; what it kept of each step is not), else where its
-    steady growth began."""
-    return role.at_first_step if role.at_first_step is not None else role.before_growth
+def _before(role: Role) -> tuple[float, float]:
+    """A role's level without what it accumulates, and the least it may be: the most it held over the run's first
+    steps, less what it kept of each (what it loaded and built, and its loop's warm-up, are in: model.WARM_STEPS),
+    at least where it stood once the first step was done; else where its steady growth began."""
+    if role.at_first_step is None:
+        return role.before_growth, role.before_growth
+    warm = role.warm if role.warm is not None else role.at_first_step
+    return max(warm, role.at_first_step), role.at_first_step
 
 
 def _unloaded(role: Role) -> tuple[float, str]:
@@ -102,16 +108,18 @@ def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
         said = []
         for n in changed:
             r = roles[n]
+            least = None
             if levels[n] == "start":
                 level, how = _unloaded(r)
             else:
-                level = _before(r)
+                level, least = _before(r)
                 how = (
-                    "where it stood at the first step"
+                    "where it stood once its first steps were done"
                     if r.at_first_step is not None
                     else "where its steady growth began"
                 )
-            roles[n] = _settle(r, min(r.peak, level))  # a fix never makes a process larger than it was
+            # a fix never makes a process larger than it was
+            roles[n] = _settle(r, min(r.peak, level), None if least is None else min(r.peak, least))
             who = "rank 0" if n == "rank0" else f"each {n}"
             said.append(f"{who} stays {how} ({min(r.peak, level) / 2**20:.0f} MiB)")
         if not changed:

@@ -29,6 +29,12 @@ FOREIGN_ANON = 64 << 20
 FILLING = 0.5  # a process still growing past this share of its life grows with the samples it loads
 KNEE_RATE = 0.5  # a climb goes on back in time while it rises at least this share of its rate
 ALIVE_SLACK = 1.0  # seconds: a process sampled this near the run's first step was alive then
+# a training loop's first steps still add to what every later step holds: its optimizer's state (made at the
+# first optimizer step), the allocator's arenas reaching the largest step's working set. Measured: a DDP rank
+# that keeps nothing of its steps (scenarios' rank_leak, fixed) held 236 MiB at step 0, 278 at step 6 and
+# 262-287 until its end; its level once warm is read over this many steps, at most WARM_SHARE of those counted
+WARM_STEPS = 10
+WARM_SHARE = 0.1
 AT_ONCE = 1e-3  # seconds: samples this near are of one tick (a process alive at the job's peak was sampled at or
 # before it and at or after it: the next epoch's workers, forked just after, were not)
 EPOCH_MARKS = 20  # a process's private set is kept at each 1/EPOCH_MARKS of the first epoch
@@ -161,6 +167,8 @@ class ProcessModel:
     at_first_step: int | None = None  # its private set once the run's first step was done, less what it kept of
     # the steps after (None: not known)
     after_steps: int = 0  # what it grew by after the run's last step was counted (an evaluation that collects)
+    warm: int | None = None  # the most it held over the run's first WARM_STEPS steps, less what it kept of each
+    # step (at ``per_step``): its level once its loop had warmed up (None: not known)
     by_epoch: tuple[int | None, ...] = ()  # its private set as the first epoch went on: at 0, 1/EPOCH_MARKS, ...
     # of it done, as far as it was sampled (None before its first sample; empty: the epoch's steps not known)
     read_kept: int | None = None  # bytes it read and kept as it read them (None: its reads not known)
@@ -193,6 +201,7 @@ class Role:
     allocated: float = 0.0  # median share of their growth that was new memory (not pages un-shared)
     at_first_step: float | None = None  # median private set once the first step was done (see ProcessModel)
     after_steps: float = 0.0  # median growth after the last step was counted
+    warm: float | None = None  # median level once the first steps were done (see ProcessModel)
     by_epoch: tuple[float | None, ...] = ()  # median private set as the first epoch went on (see ProcessModel)
     read_kept: float | None = None  # median bytes each read and kept as it read them (None: not known)
 
@@ -270,12 +279,13 @@ def process_model(
     epochs = steps.epochs_between(series[0][0] - steps.started, series[-1][0] - steps.started) if steps else 1
     first_step, after = _around_steps(series, steps, per_step) if steps is not None else (None, 0)
     by_epoch = _by_epoch(series, steps) if steps is not None else ()
+    warm = _warm(series, steps, per_step) if steps is not None and first_step is not None else None
     return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step,
                         max(v for _, v in tops), values[-1],
                         growth, settled, at_peak, trace.read(), _allocated(trace, values[0], peak),
                         _filled_at(series, values[0], peak), values[k],
                         _read_between(trace, series[k][0], peak_at), own, per_step, epochs, first_step,
-                        after, by_epoch, _read_kept(trace, series))  # fmt: skip
+                        after, warm, by_epoch, _read_kept(trace, series))  # fmt: skip
 
 
 def _by_epoch(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[int | None, ...]:
@@ -320,6 +330,23 @@ def _around_steps(
     before = [v for t, v in series if t - steps.started <= steps.last[0]]
     later = [v for t, v in series if t - steps.started > steps.last[0]]
     return first, max(0, max(later) - before[-1]) if before and later else 0
+
+
+def _warm(series: Sequence[tuple[float, int]], steps: StepClock, per_step: float | None) -> int | None:
+    """The most it held at a sample over the run's first steps (WARM_STEPS, at most WARM_SHARE of the steps
+    counted), less what it kept of each step since the first, at ``per_step``; None when it was not sampled then
+    (a process that lived through the first step was: see ``_around_steps``)."""
+    done, first = steps.started + steps.first[0], steps.first[1]
+    window = min(WARM_STEPS, WARM_SHARE * (steps.last[1] - first))
+    levels: list[float] = []
+    for t, v in series:
+        if t < done:
+            continue
+        since = max(0.0, steps.counted_at(t - steps.started) - first)
+        if since > window and levels:
+            break
+        levels.append(v - (per_step or 0.0) * since)
+    return max(0, int(max(levels))) if levels else None
 
 
 def _per_step(series: Sequence[tuple[float, int]], steps: StepClock) -> float | None:
@@ -569,6 +596,7 @@ def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
         allocated=float(statistics.median(m.allocated for m in members)),
         at_first_step=_median_known(m.at_first_step for m in members),
         after_steps=float(statistics.median(m.after_steps for m in members)),
+        warm=_median_known(m.warm for m in members),
         by_epoch=_median_marks([m.by_epoch for m in members]),
         read_kept=_median_known(m.read_kept for m in members),
     )  # fmt: skip

@@ -540,3 +540,32 @@ def test_a_run_cut_off_while_the_job_climbed_cannot_tell_with_no_step_counted():
     assert project(cut, full, limit=2048 * MIB).verdict == "unknown"
     assert project(done, full, limit=2048 * MIB).verdict == "fits"
     assert project(cut, Scale(ranks=1, workers=0), limit=2048 * MIB).verdict != "unknown"  # not extended past it
+
+
+def test_a_ranks_fix_keeps_what_its_loop_warmed_up_to_over_its_first_steps_not_only_the_first():
+    # a rank that keeps 8 MiB of each step, 10 steps a second; its optimizer's state and allocator warm up over
+    # the first steps: 240 MiB after the first, 280 MiB (beside what it kept) from the sixth on, as rank_leak's
+    # fixed twin measured (236 at step 0, 278 at step 6, 262-287 to its end)
+    def held(t: float) -> int:
+        n = max(0.0, (t - 2.0) * 10)
+        return 150 * MIB if t < 2.0 else int(240 * MIB + min(n, 6.0) / 6.0 * 40 * MIB + n * 8 * MIB)
+
+    rank = trace(10, "rank", [held(0.05 + i * 0.25) for i in range(48)], rank=0)
+    rank.points = [replace(p, time=0.05 + i * 0.25) for i, p in enumerate(rank.points)]
+    bar = Progress(tuple((2.0 + n / 10, n) for n in range(0, 100, 5)), total=None, rule="step_word")
+    ticks = clock(bar, 0.0)
+    assert ticks is not None
+    model = build([rank], steps=ticks)
+    r = model.roles["rank"]
+    assert r.per_step == pytest.approx(8 * MIB, rel=0.02)
+    assert r.at_first_step is not None and r.at_first_step < 260 * MIB  # its first sample after step 0
+    assert r.warm == pytest.approx(280 * MIB, rel=0.03)
+    ((_, _, fixed, assumption),) = fixed_models(model, ["unbounded_cache"])
+    settled = fixed.roles["rank"]
+    assert settled.peak == pytest.approx(280 * MIB, rel=0.03) and "first steps" in assumption
+    assert settled.low == pytest.approx(r.at_first_step) and settled.high == settled.peak
+    # a run whose first sample after the first step came later than its warm-up: that sample tells it
+    late = trace(10, "rank", [held(2.9 + i * 0.5) for i in range(20)], rank=0)
+    late.points = [replace(p, time=2.9 + i * 0.5) for i, p in enumerate(late.points)]
+    warm = build([late], steps=ticks).roles["rank"].warm
+    assert warm == pytest.approx(280 * MIB, rel=0.03)
