@@ -31,8 +31,9 @@ KNEE_RATE = 0.5  # a climb goes on back in time while it rises at least this sha
 ALIVE_SLACK = 1.0  # seconds: a process sampled this near the run's first step was alive then
 # a training loop's first steps still add to what every later step holds: its optimizer's state (made at the
 # first optimizer step), the allocator's arenas reaching the largest step's working set. Measured: a DDP rank
-# that keeps nothing of its steps (scenarios' rank_leak, fixed) held 236 MiB at step 0, 278 at step 6 and
-# 262-287 until its end; its level once warm is read over this many steps, at most WARM_SHARE of those counted
+# that keeps nothing of its steps (scenarios' rank_leak, fixed, 2 ranks) held 236-240 MiB at step 0, 276-278 at
+# step 6 and 245-295 until its end; its level once warm is read over this many steps, at most WARM_SHARE of those
+# counted
 WARM_STEPS = 10
 WARM_SHARE = 0.1
 AT_ONCE = 1e-3  # seconds: samples this near are of one tick (a process alive at the job's peak was sampled at or
