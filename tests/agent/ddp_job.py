@@ -1,7 +1,7 @@
 """A small real DDP job on CPU for the agent's tests: gloo, a DataLoader with 2 workers per rank.
 
 Each rank writes ``<outdir>/rank<N>.ready`` with its pid and its workers' pids once the workers run,
-then trains slowly until ``<outdir>/stop`` exists (or 120 s pass)."""
+then trains slowly until ``<outdir>/stop`` exists (or 120 s pass); the ranks agree on the step they stop at."""
 
 from __future__ import annotations
 
@@ -42,7 +42,11 @@ def main() -> None:
             workers = [p.pid for p in loader._iterator._workers]  # type: ignore[union-attr]
             (out / f"rank{rank}.ready").write_text(" ".join(map(str, [os.getpid(), *workers])))
             announced = True
-        if (out / "stop").exists() or time.monotonic() > deadline:
+        # the ranks stop together: one that saw the stop file a step before the other would leave it waiting in
+        # its next all-reduce for a peer that is gone (gloo: "Connection closed by peer", the job exits 1)
+        stop = torch.tensor([float((out / "stop").exists() or time.monotonic() > deadline)])
+        dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+        if stop.item() > 0:
             break
     dist.destroy_process_group()
 
