@@ -10,6 +10,13 @@ families and scales swapped.
 The variants of another default (3 ranks), from 1 and 2 ranks:
 
     sudo python bench/estimate_heldout.py --default-ranks 3 --small 1,2 --out /tmp/est-heldout-3
+
+The variants another launcher starts (`accelerate launch`, torch.distributed.run in a shell line, mp.spawn in
+the script: `Scenario.ranks`), scaled through that launcher's own rank count:
+
+    sudo python bench/estimate_heldout.py --launchers --small 2 --large 4 --out /tmp/est-launchers
+
+(`accelerate launch --multi_gpu` refuses one process: those jobs are measured from 2 ranks, predicted at 4.)
 """
 
 from __future__ import annotations
@@ -26,6 +33,12 @@ import estimate_accuracy as bench  # noqa: E402
 from scenarios.variants import VARIANTS  # noqa: E402
 
 HELDOUT = tuple(name for name, s in VARIANTS.items() if s.nproc > 1 and not s.shell and not s.fixed_shell)
+LAUNCHED = tuple(name for name, s in VARIANTS.items() if s.ranks > 1)
+
+
+def default_ranks(name: str) -> int:
+    s = VARIANTS[name]
+    return s.nproc or s.ranks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,14 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--default-ranks", type=int, help="the variants whose default is this many ranks (default: "
                     "the most common default; one large scale a bench)")  # fmt: skip
     ap.add_argument("--small", default="1", help="the small scales measured, comma-separated (default 1)")
+    ap.add_argument("--large", type=int, help="predict and run them at this many ranks (default: their default)")
+    ap.add_argument("--launchers", action="store_true", help="the variants started by another launcher than "
+                    "torchrun (accelerate launch, torch.distributed.run in a shell line, mp.spawn)")  # fmt: skip
     ours, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
-    large = {VARIANTS[n].nproc for n in HELDOUT}
-    chosen = ours.default_ranks or max(large, key=lambda n: sum(VARIANTS[v].nproc == n for v in HELDOUT))
-    families = tuple(v for v in HELDOUT if VARIANTS[v].nproc == chosen)
+    pool = LAUNCHED if ours.launchers else HELDOUT
+    large = {default_ranks(n) for n in pool}
+    chosen = ours.default_ranks or max(large, key=lambda n: sum(default_ranks(v) == n for v in pool))
+    families = tuple(v for v in pool if default_ranks(v) == chosen)
     if not families:
         ap.error(f"no held-out variant runs {chosen} ranks by default ({sorted(large)} do)")
     small = tuple(int(n) for n in ours.small.split(",") if n)
-    return bench.main_on({n: VARIANTS[n] for n in families}, "ranks", small, chosen, rest)
+    return bench.main_on({n: VARIANTS[n] for n in families}, "ranks", small, ours.large or chosen, rest)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ def _mib(n: int | None) -> str:
 def _cmd_list() -> int:
     width = max(len(n) for n in ALL)
     for scn in ALL.values():
-        launch = f"torchrun x{scn.nproc}" if scn.nproc else "python"
+        launch = f"torchrun x{scn.nproc}" if scn.nproc else f"{scn.ranks} ranks" if scn.ranks else "python"
         print(f"{scn.name:<{width}}  limit {scn.limit:>6}  {launch:<11}  {scn.title}")
     return 0
 

@@ -137,15 +137,15 @@ def run_scenario(
     ``wrap``: a command the scenario runs under (``oomwatch run -q --report R --``), outside the
     cgroup: the shell it starts enters the cgroup, then runs the scenario's command as without it.
 
-    ``nproc``: another rank count for a torchrun scenario; ``workers``: ``--num-workers`` for a
-    workload that takes it (``Scenario.scaled``; ValueError otherwise).
+    ``nproc``: another rank count (torchrun's, or the launcher's of ``Scenario.ranks``); ``workers``:
+    ``--num-workers`` for a workload that takes it (``Scenario.scaled``; ValueError otherwise).
     ``stat_interval``: also read ``memory.stat`` this often (for ``peak_anon_shmem_bytes`` only).
 
     Returns the contents of ``meta.json``.
     """
     from scenarios.cgroup import parse_size
 
-    default_nproc = scn.nproc
+    default_nproc = scn.nproc or scn.ranks
     scn = scn.scaled(nproc=nproc, workers=workers)
 
     limit_text = limit or scn.limit
@@ -247,7 +247,7 @@ def run_scenario(
         "peak_anon_shmem_interval_s": sampler.stat_interval or interval,
         "memory_timeline": sampler.memory,
         "scale": {
-            "nproc": scn.nproc or None,
+            "nproc": scn.nproc or scn.ranks or None,
             "nproc_default": default_nproc or None,
             "num_workers": workers,  # None: the scenario's own arguments
         },

@@ -45,11 +45,16 @@ class Scenario:
     env: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what a capture's HOW.md should say about how it behaves
     # a bash command line instead of `[torchrun ...] python script args` (another program beside the
-    # job, `accelerate launch`, a pipe): {python}, {torchrun}, {accelerate}, {script}, {workloads} and
-    # {data} are filled in; `fixed_shell` for the fixed variant (default: `shell` with fixed_args)
+    # job, `accelerate launch`, a pipe): {python}, {torchrun}, {accelerate}, {script}, {workloads},
+    # {data} and {ranks} are filled in; `fixed_shell` for the fixed variant (default: `shell` with fixed_args)
     shell: str = ""
     fixed_shell: str = ""
     family: str = "seed"  # "seed": the first reproductions; "variants": scenarios/variants.py
+    # the ranks of a job another launcher starts (`accelerate launch`, torch.distributed.run in `shell`,
+    # mp.spawn in the script): `{ranks}` in `shell` is filled in with it, or, where the script takes the
+    # count, `ranks_flag` names its flag (passed only when scaled: the script's default is `ranks`)
+    ranks: int = 0
+    ranks_flag: str = ""
 
     def environment(self) -> dict[str, str]:
         """Extra environment: one intra-op thread per process (torchrun sets this for ranks
@@ -73,17 +78,23 @@ class Scenario:
         return found.group(1) if found else None
 
     def scaled(self, nproc: int | None = None, workers: int | None = None) -> Scenario:
-        """The same scenario with ``nproc`` torchrun ranks and/or its workers flag (``--num-workers`` or
-        ``--workers``) with ``workers`` appended to both variants' arguments (argparse takes the last
-        value). ValueError when the scenario is not launched by torchrun (for ``nproc``) or its
-        workload takes no worker count."""
+        """The same scenario with ``nproc`` ranks (torchrun's, or those of the launcher ``ranks`` is set
+        for) and/or its workers flag (``--num-workers`` or ``--workers``) with ``workers`` appended to
+        both variants' arguments (argparse takes the last value). ValueError when the scenario has no
+        rank count to set (for ``nproc``) or its workload takes no worker count."""
         scn = self
         if nproc is not None:
             if nproc < 1:
                 raise ValueError(f"--nproc must be at least 1, not {nproc}")
-            if not self.nproc or self.shell or self.fixed_shell:
+            if self.ranks:
+                ranks = (self.ranks_flag, str(nproc)) if self.ranks_flag else ()
+                scn = dataclasses.replace(
+                    scn, ranks=nproc, broken_args=(*scn.broken_args, *ranks), fixed_args=(*scn.fixed_args, *ranks)
+                )
+            elif not self.nproc or self.shell or self.fixed_shell:
                 raise ValueError(f"{self.name} is not launched by torchrun with a rank count to override")
-            scn = dataclasses.replace(scn, nproc=nproc)
+            else:
+                scn = dataclasses.replace(scn, nproc=nproc)
         if workers is not None:
             if workers < 0:
                 raise ValueError(f"--workers must be 0 or more, not {workers}")
@@ -118,6 +129,7 @@ class Scenario:
             "workloads": shlex.quote(str(Path("scenarios") / "workloads")),
             "data": shlex.quote(str(data)) if data is not None else "",
             "args": shlex.join(args),
+            "ranks": str(self.ranks),
         }
         return template.format(**values)
 

@@ -48,7 +48,8 @@ VARIANTS: dict[str, Scenario] = {
                 "anonymous memory. Without keep_in_memory the cached Arrow file is memory-mapped and shared."
             ),
             script="variants/finetune_reviews.py",
-            shell="{accelerate} launch --multi_gpu --num_processes 2 {script} {args}",
+            shell="{accelerate} launch --multi_gpu --num_processes {ranks} {script} {args}",
+            ranks=2,
             broken_args=("--train-file", "{data}/train.parquet"),
             fixed_args=("--train-file", "{data}/train.parquet", "--from-arrow-files"),
             limit="1200M",
@@ -98,7 +99,8 @@ VARIANTS: dict[str, Scenario] = {
                 "copy of the 300 MiB file per process, at the same moment. from_pretrained memory-maps the file."
             ),
             script="variants/eval_gpt2.py",
-            shell="{accelerate} launch --multi_gpu --num_processes 2 {script} {args}",
+            shell="{accelerate} launch --multi_gpu --num_processes {ranks} {script} {args}",
+            ranks=2,
             broken_args=("--model-dir", "{data}"),
             fixed_args=("--model-dir", "{data}", "--v2"),
             limit="1400M",
@@ -145,6 +147,8 @@ VARIANTS: dict[str, Scenario] = {
                 "keeps one."
             ),
             script="variants/eval_ema.py",
+            ranks=3,
+            ranks_flag="--world-size",
             broken_args=("--ckpt", "{data}"),
             fixed_args=("--ckpt", "{data}", "--v2"),
             limit="1400M",
@@ -368,6 +372,8 @@ VARIANTS: dict[str, Scenario] = {
                 "process grows by 2.4 MiB a step until one is killed. The script logs ru_maxrss as it goes."
             ),
             script="variants/train_recsys.py",
+            ranks=2,
+            ranks_flag="--nprocs",
             broken_args=(),
             fixed_args=("--v2",),
             limit="1000M",
@@ -410,7 +416,8 @@ VARIANTS: dict[str, Scenario] = {
                 "ends, so each grows by ~8 MiB a step until one is killed. Each process prints its VmRSS."
             ),
             script="variants/train_char_lm.py",
-            shell="{accelerate} launch --multi_gpu --num_processes 2 {script} {args}",
+            shell="{accelerate} launch --multi_gpu --num_processes {ranks} {script} {args}",
+            ranks=2,
             broken_args=(),
             fixed_args=("--v2",),
             limit="1200M",
@@ -448,7 +455,8 @@ VARIANTS: dict[str, Scenario] = {
                 "it; the other process keeps nothing. Rank 0 alone runs out."
             ),
             script="variants/embed_corpus.py",
-            shell="{accelerate} launch --multi_gpu --num_processes 2 {script} {args}",
+            shell="{accelerate} launch --multi_gpu --num_processes {ranks} {script} {args}",
+            ranks=2,
             broken_args=(),
             fixed_args=("--v2",),
             limit="1000M",
@@ -468,7 +476,8 @@ VARIANTS: dict[str, Scenario] = {
                 "of its own shard, while the other rank only sends."
             ),
             script="variants/train_ctr.py",
-            shell="{python} -m torch.distributed.run --standalone --nproc_per_node=2 {script} {args}",
+            shell="{python} -m torch.distributed.run --standalone --nproc_per_node={ranks} {script} {args}",
+            ranks=2,
             broken_args=(),
             fixed_args=("--v2",),
             limit="1200M",

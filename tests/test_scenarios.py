@@ -129,3 +129,22 @@ def test_a_scenario_scales_by_the_flags_its_script_declares():
         SCENARIOS["keep_in_memory"].scaled(workers=2)
     with pytest.raises(ValueError, match="not launched by torchrun"):
         SCENARIOS["cow_refcount"].scaled(nproc=2)
+
+
+def test_a_job_another_launcher_starts_scales_through_that_launchers_rank_count():
+    from scenarios.variants import VARIANTS
+
+    accelerate = VARIANTS["gru_lm_accelerate_vmrss"]
+    assert "--num_processes 2 " in accelerate.command(False, None)  # as it always ran
+    one = accelerate.scaled(nproc=1)
+    assert "--num_processes 1 " in one.command(False, None) and "--num_processes 1 " in one.command(True, None)
+    assert one.fixed_args == accelerate.fixed_args  # the launcher takes the count, not the script
+    spawn = VARIANTS["ema_eval_spawn"]
+    assert "--world-size" not in spawn.command(False, Path("/d"))  # the script's own default (3)
+    two = spawn.scaled(nproc=2)
+    assert two.ranks == 2 and two.command(True, Path("/d")).endswith("--v2 --world-size 2")
+    assert two.command(False, Path("/d")).endswith("--ckpt /d --world-size 2")
+    shell = VARIANTS["ctr_two_ranks"].scaled(nproc=4)
+    assert "--nproc_per_node=4 " in shell.command(False, None)
+    with pytest.raises(ValueError, match="not launched by torchrun"):
+        VARIANTS["linear_probe_job"].scaled(nproc=2)  # a shell line with no rank count in it
