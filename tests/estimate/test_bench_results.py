@@ -30,8 +30,12 @@ DOCUMENTED = {
     "first-contact-r4-ranks": ("estimate_heldout.py", 3, 5, 2),
     "first-contact-r4-workers": ("estimate_heldout_workers.py", 3, 6, 3),
     "first-contact-r5-workers": ("estimate_heldout_workers.py", 2, 4, 0),
+    "first-contact-launchers": ("estimate_heldout.py", 6, 12, 3),
 }
-ARGS = {"heldout-3ranks": ["--default-ranks", "3", "--small", "1,2"]}  # the variants of 3 ranks, from 1 and 2
+ARGS = {
+    "heldout-3ranks": ["--default-ranks", "3", "--small", "1,2"],  # the variants of 3 ranks, from 1 and 2
+    "first-contact-launchers": ["--launchers", "--small", "2", "--large", "4"],  # accelerate, mp.spawn, a shell line
+}
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED))
