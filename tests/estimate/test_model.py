@@ -196,6 +196,22 @@ def test_the_copy_a_fix_shares_is_what_the_rank_read_as_it_climbed_not_its_impor
     assert fixed.roles["rank"].peak == 200 * MIB and "500 MiB" in assumption
 
 
+def test_what_a_rank_read_to_its_peak_counts_to_the_reading_after_the_peak_when_smaps_came_before_it():
+    """rchar is read with smaps, every third sample here: the rank read a 300 MiB file over 1.5 s, peaked between
+    two readings, then freed what it read (a state dict loaded into its model). Its reads up to the last reading
+    before the peak (200 MiB) are not its copy; up to the reading that closes the peak's interval (300) are."""
+    t = Trace(10, "rank", 0, "python")
+    private = [200] * 6 + [300, 400, 500] + [500] * 3 + [200] * 28  # peak at sample 8 (4.0 s)
+    read = [0] * 6 + [100, 200, 300] + [300] * 31
+    for i, (v, r) in enumerate(zip(private, read, strict=True)):
+        t.points.append(Point(i * 0.5, v * MIB if i % 3 == 0 else None, None, (v + 60) * MIB, v * MIB, 0,
+                              r * MIB if i % 3 == 0 else None))  # fmt: skip
+    rank = build([t]).roles["rank"]
+    assert rank.peak == 500 * MIB and rank.climb_read == 300 * MIB
+    ((_, _, fixed, assumption),) = fixed_models(build([t]), ["checkpoint_load_duplication"])
+    assert fixed.roles["rank"].peak == 200 * MIB and "300 MiB" in assumption
+
+
 def parent_and_workers(rank: int, late: bool) -> list[Trace]:
     """A rank holding 400 MiB of Python objects and two forked workers each un-sharing 100 MiB of them
     (RSS flat); ``late``: their first sample comes after they had un-shared most of it."""
