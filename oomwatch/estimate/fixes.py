@@ -98,6 +98,13 @@ def _unloaded(role: Role) -> tuple[float, str]:
     return role.start, "at its first sample's size"
 
 
+def _accumulated(role: Role) -> bool:
+    """With the run's steps known: did the role keep something of its steps (it grew over its later steps, or after
+    its last)? A rank whose private set rose otherwise (its worker's exit leaves it the pages they shared: 99 to 206
+    MiB in one dict_cache run, the cache in its worker) kept nothing a bounded cache would stop."""
+    return (role.per_step or 0.0) > 0 or role.after_steps >= SEEN_GROWTH
+
+
 def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
     """The fix that stops growth: each role named stays where it was before it loaded any sample ("start"), or
     where it stood before it accumulated ("before")."""
@@ -111,6 +118,8 @@ def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
             least = None
             if levels[n] == "start":
                 level, how = _unloaded(r)
+            elif r.at_first_step is not None and not _accumulated(r):
+                continue  # it kept nothing of its steps: the fix leaves it where it was
             else:
                 level, least = _before(r)
                 how = (
@@ -124,6 +133,8 @@ def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
             said.append(f"{who} stays {how} ({min(r.peak, level) / 2**20:.0f} MiB)")
         if not changed:
             return model, f"no {' or '.join(levels)} in this run"
+        if not said:
+            return model, f"no {' or '.join(changed)} kept anything of its steps"
         return replace(model, roles=roles), "; ".join(said)
 
     return fix

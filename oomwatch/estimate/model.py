@@ -279,6 +279,9 @@ def process_model(
     own = _own(trace, parent, peak) if role_of(trace) == "dataloader_worker" else None
     epochs = steps.epochs_between(series[0][0] - steps.started, series[-1][0] - steps.started) if steps else 1
     first_step, after = _around_steps(series, steps, per_step) if steps is not None else (None, 0)
+    if after:  # what it allocated after its last step, not pages left to it alone (a forked worker's exit)
+        anon = [(p.time, p.anon) for p in trace.points if p.anon is not None]
+        after = min(after, _around_steps(anon, steps)[1]) if len(anon) >= 2 and steps is not None else after
     by_epoch = _by_epoch(series, steps) if steps is not None else ()
     warm = _warm(series, steps, per_step) if steps is not None and first_step is not None else None
     return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step,
