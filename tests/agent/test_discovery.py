@@ -16,6 +16,7 @@ from oomwatch.agent.sample.discovery import (
     ProcInfo,
     classify,
     kept_managers,
+    kept_spawn_roles,
     memory_cgroup_path,
     pod_uid,
     snapshot,
@@ -78,6 +79,35 @@ def test_a_manager_stays_one_between_epochs_when_its_workers_are_gone():
     # its pid taken by a new process (another start time): that one is judged afresh
     reused = [*(p for p in between if p.pid != 105), ProcInfo(105, 101, "python3", train, env(0), None, 999)]
     assert kept_managers(by_pid(reused), reused, seen)[105].role == "dataloader_worker" and 105 not in seen
+
+
+def test_an_mp_spawn_job_stays_one_when_one_spawned_process_is_left():
+    parent = P(300, 1, "python", PY, "train_recsys.py")
+    tracker = P(301, 300, "python", PY, "-c", "from multiprocessing.resource_tracker import main;main(5)")
+    ranks = [P(302 + i, 300, "python", PY, *SPAWN, "--multiprocessing-fork") for i in range(2)]
+    seen: dict[int, tuple[int | None, str]] = {}
+    both = [parent, tracker, *ranks]
+    m = kept_spawn_roles(by_pid(both), both, seen)
+    assert (m[300].role, m[302].role, m[303].role) == ("launcher", "rank", "rank")
+    last = [parent, tracker, ranks[1]]  # rank 0 done: alone, the other reads as a worker of a trainer
+    assert (by_pid(last)[300].role, by_pid(last)[303].role) == ("rank", "dataloader_worker")
+    m = kept_spawn_roles(by_pid(last), last, seen)
+    assert (m[300].role, m[303].role) == ("launcher", "rank")
+    assert kept_spawn_roles(by_pid([parent, tracker]), [parent, tracker], seen)[300].role == "launcher"  # all done
+    # a spawned DataLoader worker that torch named, and a process that took a kept pid, are judged afresh
+    named = [parent, tracker, P(303, 300, "pt_data_worker", PY, *SPAWN, "--multiprocessing-fork")]
+    assert kept_spawn_roles(by_pid(named), named, seen)[303].role == "dataloader_worker"
+    reused = [ProcInfo(300, 1, "python", (PY, "train.py"), {}, None, 999), tracker,
+              ProcInfo(303, 300, "python", (PY, *SPAWN, "--multiprocessing-fork"), {}, None, 998)]  # fmt: skip
+    m = kept_spawn_roles(by_pid(reused), reused, seen)
+    assert (m[300].role, m[303].role) == ("rank", "dataloader_worker") and 300 not in seen
+    # a torchrun launcher is one by its argv: nothing to keep
+    torchrun = [
+        P(400, 1, "torchrun", PY, "/usr/local/bin/torchrun", "t.py"),
+        P(401, 400, "python", PY, "t.py", env=env(0)),
+    ]
+    kept_spawn_roles(by_pid(torchrun), torchrun, seen)
+    assert 400 not in seen and 401 not in seen
 
 
 def test_python_m_torch_distributed_run_and_elastic_agent():

@@ -25,7 +25,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oomwatch.agent.sample.process_roles import WORKER_COMMS, ProcInfo, assign_roles, is_python
+from oomwatch.agent.sample.process_roles import (
+    WORKER_COMMS,
+    ProcInfo,
+    assign_roles,
+    is_launcher,
+    is_python,
+    is_spawned,
+)
 from oomwatch.paths import HostPaths
 from oomwatch.procfs import ProcessGone
 from oomwatch.procfs.cgroup import CgroupMembership, read_proc_cgroup
@@ -33,7 +40,7 @@ from oomwatch.procfs.cmdline import read_cmdline
 from oomwatch.procfs.environ import read_environ
 from oomwatch.procfs.stat import read_stat
 
-__all__ = ["Member", "ProcInfo", "cgroup_path", "classify", "pod_uid", "snapshot"]
+__all__ = ["Member", "ProcInfo", "cgroup_path", "classify", "kept_managers", "kept_spawn_roles", "pod_uid", "snapshot"]
 
 # cgroupfs driver: /kubepods/burstable/pod1b2c…-…/<container>; systemd driver:
 # /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c…_…_….slice/cri-containerd-….scope
@@ -69,6 +76,38 @@ def kept_managers(
             managers[pid] = started.get(pid)
         elif pid in managers and m.role == "dataloader_worker" and comms.get(pid) not in WORKER_COMMS:
             out[pid] = dataclasses.replace(m, role="manager")
+    return out
+
+
+# a role rule 6 gave a process of a torch.multiprocessing.spawn job, and the roles it reads as with one spawned
+# process alive, or none (as the job ends): the last rank looks like a DataLoader worker, its parent a trainer,
+# then nothing (and `oomwatch run` calls the one Python process of its command the trainer)
+_SPAWN_FLIPS = {("launcher", "rank"), ("launcher", "other"), ("launcher", "unknown"), ("rank", "dataloader_worker")}
+
+
+def kept_spawn_roles(
+    members: dict[int, Member], infos: Sequence[ProcInfo], seen: dict[int, tuple[int | None, str]]
+) -> dict[int, Member]:
+    """A torch.multiprocessing.spawn job stays one: rule 6 names its spawned processes ranks and their parent the
+    launcher only while two or more are alive, and the one left as the job ends reads as a DataLoader worker of a
+    trainer (a run report, which gives each process its last role, named an mp.spawn parent a rank). A process
+    seen as a launcher that no argv names (spawn's parent), or as a spawned rank (``seen``: pid -> its start time
+    and role, updated here) keeps that role while its start time is the same; a worker torch named stays one."""
+    started = {i.pid: i.start_time for i in infos}
+    by_pid = {i.pid: i for i in infos}
+    for pid, (start, _) in list(seen.items()):
+        if pid not in started or started[pid] != start:  # gone, or its pid taken by a new process
+            del seen[pid]
+    out = dict(members)
+    for pid, m in members.items():
+        info = by_pid.get(pid)
+        if info is None:
+            continue
+        kept = seen.get(pid)
+        if kept is not None and (kept[1], m.role) in _SPAWN_FLIPS and info.comm not in WORKER_COMMS:
+            out[pid] = dataclasses.replace(m, role=kept[1])
+        elif (m.role == "launcher" and not is_launcher(info)) or (m.role == "rank" and is_spawned(info)):
+            seen[pid] = (started.get(pid), m.role)
     return out
 
 

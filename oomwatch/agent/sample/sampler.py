@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from oomwatch.agent.sample.discovery import Member, classify, kept_managers, memory_cgroup_path
+from oomwatch.agent.sample.discovery import Member, classify, kept_managers, kept_spawn_roles, memory_cgroup_path
 from oomwatch.agent.sample.gpu import GpuCollector
 from oomwatch.agent.sample.jobnames import StableJobs
 from oomwatch.agent.sample.memory import CgroupCollector, collect_node
@@ -63,6 +63,7 @@ class Sampler:
         self.gpu = GpuCollector(self.notices) if gpu else None
         self.members: dict[int, Member] = {}
         self._managers: dict[int, int | None] = {}  # processes seen as managers: pid -> start time
+        self._spawned: dict[int, tuple[int | None, str]] = {}  # mp.spawn ranks and parents: pid -> start, role
         self.jobs = StableJobs()  # each process keeps the job it was first known by
         self._results: list[CollectorResult] = []
         self._classified = False
@@ -105,6 +106,7 @@ class Sampler:
             if not self._classified or any(self._matters(info) for info in changes):
                 infos = sorted((t.info for t in self.table.procs.values()), key=lambda i: i.pid)
                 members = kept_managers({m.pid: m for m in classify(infos)}, infos, self._managers)
+                members = kept_spawn_roles(members, infos, self._spawned)
                 self.members = self.jobs.apply(members, {i.pid: i.start_time for i in infos})
                 self._classified = True
                 self.classify_runs += 1
