@@ -376,7 +376,8 @@ def _read_between(trace: Trace, start: float, end: float) -> int | None:
     """Bytes it read from ``start`` to ``end``: rchar at its first reading at or after ``end`` (its last, when none
     was that late) less at its last reading by ``start`` (its first reading, when none was that early). rchar is
     read with smaps, every few samples: the reading before a peak between them can come long before it (a rank
-    loading a 300 MiB checkpoint had read 252 MiB of it at its last reading before its peak, 292 at the next)."""
+    loading a 292 MiB checkpoint had read 254 MiB of it at its last reading before its peak, all of it at the
+    next)."""
     reads = [(p.time, p.rchar) for p in trace.points if p.rchar is not None]
     if len(reads) < 2:
         return None
