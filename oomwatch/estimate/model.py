@@ -278,10 +278,8 @@ def process_model(
     peak_at = series[values.index(peak)][0]
     own = _own(trace, parent, peak) if role_of(trace) == "dataloader_worker" else None
     epochs = steps.epochs_between(series[0][0] - steps.started, series[-1][0] - steps.started) if steps else 1
-    first_step, after = _around_steps(series, steps, per_step) if steps is not None else (None, 0)
-    if after:  # what it allocated after its last step, not pages left to it alone (a forked worker's exit)
-        anon = [(p.time, p.anon) for p in trace.points if p.anon is not None]
-        after = min(after, _around_steps(anon, steps)[1]) if len(anon) >= 2 and steps is not None else after
+    anon = [(p.time, p.anon) for p in trace.points if p.anon is not None]
+    first_step, after = _around_steps(series, steps, per_step, anon) if steps is not None else (None, 0)
     by_epoch = _by_epoch(series, steps) if steps is not None else ()
     warm = _warm(series, steps, per_step) if steps is not None and first_step is not None else None
     return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step,
@@ -317,13 +315,18 @@ def _by_epoch(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[in
 
 
 def _around_steps(
-    series: Sequence[tuple[float, int]], steps: StepClock, per_step: float | None = None
+    series: Sequence[tuple[float, int]],
+    steps: StepClock,
+    per_step: float | None = None,
+    anon: Sequence[tuple[float, int]] = (),
 ) -> tuple[int | None, int]:
     """(its private set once the run's first step was done, without what it kept of the steps after it; what it
     grew by after the last one), when it lived then. The first step's line is written when the step is done: the
     first sample after it holds that step's working set (activations, gradients, the allocator's warm-up), and
     what it kept of each step since, at ``per_step``, is taken off (so a sample seconds later, as the agent's
-    may be, still tells it, for a process that lived through the step)."""
+    may be, still tells it, for a process that lived through the step). What it grew by after the last step is
+    at most what its anonymous memory (``anon``, when sampled) grew by: memory it allocated, not pages left to it
+    alone (a forked worker's exit)."""
     first = None
     done = steps.started + steps.first[0]
     after = [(t, v) for t, v in series if t >= done]
@@ -331,9 +334,15 @@ def _around_steps(
         t, v = after[0]
         since = max(0.0, steps.counted_at(t - steps.started) - steps.first[1])
         first = max(0, int(v - (per_step or 0.0) * since))
+    grew = _grew_after_steps(series, steps)
+    return first, min(grew, _grew_after_steps(anon, steps)) if len(anon) >= 2 else grew
+
+
+def _grew_after_steps(series: Sequence[tuple[float, int]], steps: StepClock) -> int:
+    """How far ``series`` rose after the run's last step was counted (0 when not sampled on both sides of it)."""
     before = [v for t, v in series if t - steps.started <= steps.last[0]]
     later = [v for t, v in series if t - steps.started > steps.last[0]]
-    return first, max(0, max(later) - before[-1]) if before and later else 0
+    return max(0, max(later) - before[-1]) if before and later else 0
 
 
 def _warm(series: Sequence[tuple[float, int]], steps: StepClock, per_step: float | None) -> int | None:

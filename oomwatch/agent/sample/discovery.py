@@ -22,8 +22,9 @@ import contextlib
 import dataclasses
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from oomwatch.agent.sample.process_roles import (
     WORKER_COMMS,
@@ -58,6 +59,14 @@ class Member:
     local_rank: int | None
 
 
+def _forget_gone(kept: dict[int, Any], started: dict[int, int | None], start_of: Callable[[Any], int | None]) -> None:
+    """Drop from ``kept`` (pid -> what was seen of it, its start time by ``start_of``) each process that is gone, or
+    whose pid a new process took (another start time)."""
+    for pid, seen in list(kept.items()):
+        if pid not in started or started[pid] != start_of(seen):
+            del kept[pid]
+
+
 def kept_managers(
     members: dict[int, Member], infos: Sequence[ProcInfo], managers: dict[int, int | None]
 ) -> dict[int, Member]:
@@ -67,9 +76,7 @@ def kept_managers(
     worker's; a pid reused by a new process (another start time) is not."""
     started = {i.pid: i.start_time for i in infos}
     comms = {i.pid: i.comm for i in infos}
-    for pid, start in list(managers.items()):
-        if pid not in started or started[pid] != start:  # gone, or its pid taken by a new process
-            del managers[pid]
+    _forget_gone(managers, started, lambda kept: kept)
     out = dict(members)
     for pid, m in members.items():
         if m.role == "manager":
@@ -95,9 +102,7 @@ def kept_spawn_roles(
     and role, updated here) keeps that role while its start time is the same; a worker torch named stays one."""
     started = {i.pid: i.start_time for i in infos}
     by_pid = {i.pid: i for i in infos}
-    for pid, (start, _) in list(seen.items()):
-        if pid not in started or started[pid] != start:  # gone, or its pid taken by a new process
-            del seen[pid]
+    _forget_gone(seen, started, lambda kept: kept[0])
     out = dict(members)
     for pid, m in members.items():
         info = by_pid.get(pid)
