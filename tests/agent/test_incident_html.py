@@ -18,6 +18,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import time
 import zlib
 from html.parser import HTMLParser
@@ -375,33 +376,62 @@ def _chromium() -> str:
     return require_tool("chromium", "apt-get install --no-install-recommends chromium")
 
 
+CHROMIUM_SECONDS = 30  # one run takes ~2 s here; one hung in a CI run (still running after 60 s)
+CHROMIUM_STARTS = 3  # a run that has not ended in time is killed and started again, this many starts in all
+
+
 def _chromium_runs(exe: str, tmp: Path, *runs: tuple[str, ...]) -> list[str]:
-    """Run headless Chromium once for each of ``runs`` (its arguments), all at once; their outputs."""
+    """Run headless Chromium once for each of ``runs`` (its arguments), all at once; their outputs.
+
+    A run still going after CHROMIUM_SECONDS is killed (its own process group) and started again with a
+    fresh profile, up to CHROMIUM_STARTS starts; one that hangs every time fails the test, as does one
+    that exits with an error."""
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
              "--window-size=1200,900", "--deterministic-mode",
              "--run-all-compositor-stages-before-draw"]  # fmt: skip
     env = dict(os.environ, HOME=str(tmp))
-    procs = []
-    for args in runs:
-        name = f"chromium-{len(list(tmp.glob('chromium-*.out')))}"  # each run its own profile and outputs
+    started: list[tuple[subprocess.Popen[bytes], Any, Any]] = []
+
+    def start(args: tuple[str, ...]) -> tuple[subprocess.Popen[bytes], Any, Any]:
+        name = f"chromium-{len(list(tmp.glob('chromium-*.out')))}"  # each start its own profile and outputs
         out, err = open(tmp / f"{name}.out", "w+b"), open(tmp / f"{name}.err", "w+b")  # noqa: SIM115
         cmd = [exe, *flags, f"--user-data-dir={tmp / f'{name}.profile'}", *args]
-        procs.append((subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True), out, err))
+        run = (subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True), out, err)
+        started.append(run)
+        return run
+
+    def stop(proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is None:  # only what this test started: its own process groups
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
     outputs = []
     try:
-        for proc, out, err in procs:
-            rc = proc.wait(timeout=60)
+        first = [start(args) for args in runs]
+        for args, run in zip(runs, first, strict=True):
+            for n in range(1, CHROMIUM_STARTS + 1):
+                proc, out, err = run
+                try:
+                    rc = proc.wait(timeout=CHROMIUM_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    stop(proc)
+                    if n == CHROMIUM_STARTS:
+                        err.seek(0)
+                        raise AssertionError(
+                            f"chromium {args} still running after {CHROMIUM_SECONDS} s, {n} starts: "
+                            + err.read().decode(errors="replace")[-2000:]
+                        ) from None
+                    run = start(args)
             out.seek(0)
             err.seek(0)
             assert rc == 0, err.read().decode(errors="replace")[-2000:]
             outputs.append(out.read().decode(errors="replace"))
     finally:
-        for proc, out, err in procs:
-            if proc.poll() is None:  # only what this test started: its own process groups
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        for proc, out, err in started:
+            stop(proc)
             out.close()
             err.close()
     return outputs
@@ -568,6 +598,40 @@ def _hues(pixels: list[tuple[int, int, int]]) -> dict[int, int]:
         if sat > 0.45 and 0.2 < lightness < 0.8:
             out[int(h * 12) % 12] = out.get(int(h * 12) % 12, 0) + 1
     return out
+
+
+def _stand_in(tmp: Path, hangs: int, then: str) -> Path:
+    """A "browser" that hangs (sleeps) on its first ``hangs`` starts, then runs ``then`` with the arguments."""
+    exe = tmp / "stand-in-chromium"
+    exe.write_text(
+        "#!/bin/sh\n"
+        f'n=$(cat "{tmp}/starts" 2>/dev/null || echo 0); echo $((n + 1)) > "{tmp}/starts"\n'
+        f'echo $$ >> "{tmp}/pids"; [ "$n" -lt {hangs} ] && exec sleep 600\n'
+        f'exec {then} "$@"\n'
+    )
+    exe.chmod(0o755)
+    return exe
+
+
+def test_a_hung_browser_is_started_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM_SECONDS", 1)
+    exe = _stand_in(tmp_path, hangs=1, then="echo")
+    started = time.monotonic()
+    (out,) = _chromium_runs(exe, tmp_path, ("--dump-dom", "file:///x.html"))
+    assert out.endswith("--dump-dom file:///x.html\n") and "--user-data-dir=" in out
+    assert (tmp_path / "starts").read_text() == "2\n" and time.monotonic() - started < 10
+    assert len(list(tmp_path.glob("chromium-*.out"))) == 2  # a fresh profile and outputs for the second start
+
+
+def test_a_browser_that_always_hangs_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM_SECONDS", 1)
+    exe = _stand_in(tmp_path, hangs=99, then="echo")
+    with pytest.raises(AssertionError, match="still running after 1 s, 3 starts"):
+        _chromium_runs(exe, tmp_path, ("--dump-dom", "file:///x.html"))
+    assert (tmp_path / "starts").read_text() == "3\n"
+    # every start is gone (killed, its process group, and waited for)
+    pids = (tmp_path / "pids").read_text().split()
+    assert len(pids) == 3 and not any(Path(f"/proc/{pid}").exists() for pid in pids)
 
 
 def test_chromium_draws_the_chart(tmp_path: Path):
