@@ -7,6 +7,8 @@ through, and when it fails say why, from the samples, its output and the kernel'
   the command behaves as it would unwrapped: progress bars that draw only on a terminal (Lightning's
   rich bar) draw as it goes, and Python's print reaches us line by line, not 8 KiB at a time; where it
   is a file or a pipe, the command's is a pipe. ``terminal`` True or False says so for both streams.
+- Besides every ``interval``, the tree is sampled at each of the command's first training steps, as its step
+  counter prints them (agent/first_steps.py): a loop stepping faster than the ticks is still seen once warm.
 - ``/dev/kmsg`` is read from the start of the run when it is readable (root, or CAP_SYSLOG where
   ``kernel.dmesg_restrict=1``); only the OOM reports that kill one of the command's processes are used.
 - Every process ever seen in the tree is remembered with its role, first/last/peak RSS, anon, USS,
@@ -32,11 +34,12 @@ import termios
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from oomwatch.agent.analyze.job import analyze, programs
+from oomwatch.agent.first_steps import FirstSteps
 from oomwatch.agent.peaks import PeakWatch
 from oomwatch.agent.recorder import Recorder, RunResult
 from oomwatch.agent.sample.jobcode import CodeRef, locate_code
@@ -47,6 +50,7 @@ from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Program
 from oomwatch.engine.progress import Progress, lines_of, progress
+from oomwatch.engine.rules.activity_rules import StepRule
 from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.paths import HostPaths
@@ -65,7 +69,9 @@ MARKS_KEEP = 4096  # when each piece of output came (a step counter's rate): hal
 class Capture:
     """Pass a stream through and keep its head and tail, and when its pieces came."""
 
-    def __init__(self, source: IO[bytes], sink: IO[bytes]) -> None:
+    def __init__(
+        self, source: IO[bytes], sink: IO[bytes], on_chunk: Callable[[bytes, float], None] | None = None
+    ) -> None:
         self.head = bytearray()
         self.tail: deque[bytes] = deque()
         self.tail_size = 0
@@ -73,6 +79,7 @@ class Capture:
         self.written = 0
         self.marks: list[tuple[int, float]] = []  # (bytes written by then, wall-clock time)
         self._source, self._sink = source, sink
+        self._on_chunk = on_chunk  # each chunk as it came, after it was passed through (first_steps)
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
 
@@ -91,6 +98,8 @@ class Capture:
                 self._sink.write(chunk)
                 self._sink.flush()
             self._keep(chunk)
+            if self._on_chunk is not None:
+                self._on_chunk(chunk, self.marks[-1][1])
         self._source.close()  # at its end: the pipe is the capture's to close
 
     def _keep(self, chunk: bytes) -> None:
@@ -146,7 +155,11 @@ def run_command(
     kmsg = _open_kmsg(paths, notes)
     records: deque[KmsgRecord] = deque(maxlen=KMSG_KEEP)
     started = time.monotonic()
-    proc, captures = _start(argv, capture, kmsg, stdout, stderr, terminal)
+    rules = _RulesLoading() if capture else None  # for the step counter at the first steps, and the diagnosis
+    wake = threading.Event()  # the command exited, or printed one of its first steps: sample now
+    first = FirstSteps(rules.steps if rules is not None else lambda: None, wake)
+    proc, captures = _start(argv, capture, kmsg, stdout, stderr, terminal, (first.feeder(), first.feeder()))
+    threading.Thread(target=_exited, args=(proc, wake), daemon=True).start()
     forwarded = _forward_signals(proc)
     sampler = Sampler(paths, pss_budget=pss_budget, top_n=0, subtree=proc.pid)
     recorder = Recorder()
@@ -154,7 +167,7 @@ def run_command(
     try:
         deadline = started + stop_after if stop_after is not None else None
         code = _sample_until_exit(
-            proc, sampler, recorder, kmsg, records, interval, paths.proc if read_code else None, deadline, peaks
+            proc, sampler, recorder, kmsg, records, interval, wake, paths.proc if read_code else None, deadline, peaks
         )
         if proc.returncode is None:  # the probe's time is up
             _stop_tree(proc, recorder, paths)
@@ -181,11 +194,39 @@ def run_command(
     failed = returncode != 0 or bool(kernel)
     victim = kills[0][0] if kills else None
     program = (read_code_of(code) or _command_code(argv)) if read_code else None
-    rules = load_rules(()) if failed or captures else None
+    ruleset = (rules.result() if rules is not None else load_rules(())) if failed or captures else None
     printed = sorted((line for c in captures for line in c.timed_lines()), key=lambda tl: tl[0])
-    steps = progress(printed, rules.steps) if printed and rules is not None else None
-    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, program, rules, steps) if failed else None
+    steps = progress(printed, ruleset.steps) if printed and ruleset is not None else None
+    diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, program, ruleset, steps) if failed else None
     return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started, steps)
+
+
+class _RulesLoading:
+    """The rules, loaded in a thread of their own from the command's start (0.2 s: its first lines go through
+    meanwhile)."""
+
+    def __init__(self) -> None:
+        self._rules: RuleSet | None = None
+        self._thread = threading.Thread(target=self._load, daemon=True)
+        self._thread.start()
+
+    def _load(self) -> None:
+        with contextlib.suppress(Exception):  # result() loads them again, where the error is raised and reported
+            self._rules = load_rules(())
+
+    def steps(self) -> Sequence[StepRule] | None:
+        """The step rules once loaded; None until then."""
+        return self._rules.steps if self._rules is not None else None
+
+    def result(self) -> RuleSet:
+        self._thread.join()
+        return self._rules if self._rules is not None else load_rules(())
+
+
+def _exited(proc: subprocess.Popen[bytes], wake: threading.Event) -> None:
+    """Wait for the command in a thread of its own, and wake the sampler when it exits."""
+    proc.wait()
+    wake.set()
 
 
 def _open_kmsg(paths: HostPaths, notes: list[str]) -> KmsgReader | None:
@@ -209,8 +250,10 @@ def _start(
     stdout: IO[bytes] | None,
     stderr: IO[bytes] | None,
     terminal: bool | None = None,
+    feeders: tuple[Callable[[bytes, float], None] | None, Callable[[bytes, float], None] | None] = (None, None),
 ) -> tuple[subprocess.Popen[bytes], list[Capture]]:
-    """The command started, and its output passed through and kept (when ``capture``)."""
+    """The command started, and its output passed through and kept (when ``capture``), each stream's chunks
+    also fed to its of ``feeders``."""
     sinks = (stdout or sys.stdout.buffer, stderr or sys.stderr.buffer)
     ends: list[tuple[int, int] | None] = [None, None]  # (ours, the command's) of each pseudo-terminal
     if capture:
@@ -235,7 +278,7 @@ def _start(
         sources = [os.fdopen(end[0], "rb", buffering=0) if end is not None else piped
                    for end, piped in zip(ends, (proc.stdout, proc.stderr), strict=True)]  # fmt: skip
         assert sources[0] is not None and sources[1] is not None
-        captures = [Capture(sources[0], sinks[0]), Capture(sources[1], sinks[1])]
+        captures = [Capture(sources[0], sinks[0], feeders[0]), Capture(sources[1], sinks[1], feeders[1])]
     return proc, captures
 
 
@@ -269,13 +312,15 @@ def _sample_until_exit(
     kmsg: KmsgReader | None,
     records: deque[KmsgRecord],
     interval: float,
+    wake: threading.Event,
     code_in: Path | None,
     deadline: float | None = None,
     peaks: PeakWatch | None = None,
 ) -> CodeRef | None:
-    """Sample the command's tree every ``interval`` until it exits (or the monotonic ``deadline`` passes),
-    reading the kernel log as it goes; the code it runs is located under ``code_in`` (the host's /proc; None:
-    not read). ``peaks``: what it read between the ticks goes with each tick, and it is told what to watch."""
+    """Sample the command's tree every ``interval``, and at once when ``wake`` is set (the command printed one
+    of its first steps, or exited), until it exits (or the monotonic ``deadline`` passes), reading the kernel
+    log as it goes; the code it runs is located under ``code_in`` (the host's /proc; None: not read).
+    ``peaks``: what it read between the ticks goes with each tick, and it is told what to watch."""
     code: CodeRef | None = None
     while True:
         tick = sampler.tick()
@@ -286,12 +331,11 @@ def _sample_until_exit(
             code = locate_code([p.pid for p in tick.processes if p.role in ("launcher", "rank")], code_in)
         if kmsg is not None:
             records.extend(kmsg.read_available())
-        try:
-            proc.wait(timeout=interval)
+        if proc.returncode is None:
+            wake.wait(timeout=interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+            wake.clear()
+        if proc.returncode is not None or (deadline is not None and time.monotonic() >= deadline):
             return code
-        except subprocess.TimeoutExpired:
-            if deadline is not None and time.monotonic() >= deadline:
-                return code
 
 
 def _stop_tree(proc: subprocess.Popen[bytes], recorder: Recorder, paths: HostPaths, grace: float = 10.0) -> None:

@@ -218,7 +218,8 @@ def top_cmd(interval: float, once: bool, fmt: str, pss_budget: float, proc_root:
     default=0.2,
     show_default=True,
     metavar="SECONDS",
-    help="Seconds between samples of the command's process tree.",
+    help="Seconds between samples of the command's process tree (and a sample at each of its first training "
+    "steps, as its step counter prints them: what it holds once warm, however fast it steps).",
 )
 @click.option(
     "--format",

@@ -1,0 +1,92 @@
+"""A sample of the job at each of its first training steps (``oomwatch run``).
+
+What a training loop holds once its first steps are done (its optimizer's state, the allocator's arenas grown
+to a step's working set) is where a fix that stops an accumulation leaves it; ``oomwatch estimate`` reads it
+from the samples taken over the first steps (estimate.model.WARM_STEPS). A loop stepping faster than the
+sampler ticks (80 steps a second against a tick every 0.2 s) has its first sample after its first step a dozen
+steps later, and what it kept of those steps must then be taken off at a rate measured later: an error of a few
+MiB a step becomes tens of MiB. So ``oomwatch run`` wakes its sampler when the job prints a line of its step
+counter (the step rules of rules/activities.yaml, as the step counter is read after the run), from a counter's
+first line until it has risen WARM_STEPS past it, WAKES_MAX wakes in all: a tick comes at each of those steps,
+however fast they go. Which counter is the training loop's is known only after the run (the one with the most
+steps), so each counter has its window (a dataset's map bar before training closes its own at once); one that
+starts again (the next epoch's bar) does not open it again. Wakes that come while a tick is being taken make one
+tick.
+
+Fed from the threads that pass the command's output through; the step rules load in a thread of their own
+(lines before they are loaded wake nothing). Nothing here may stop the output: a failure turns it off.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Sequence
+
+from oomwatch.engine.progress import PREFILTER, counts
+from oomwatch.engine.rules.activity_rules import StepRule
+from oomwatch.estimate.model import WARM_STEPS
+
+log = logging.getLogger("oomwatch.agent")
+
+WAKES_MAX = 4 * WARM_STEPS  # wakes at most, whatever the counter does (a bar redrawn at every batch of a step)
+PARTIAL_MAX = 8 << 10  # bytes of a line not ended yet that are kept (a longer one is no step counter's)
+_PREFILTER = tuple(p.encode() for p in PREFILTER)
+_LINE_END = re.compile(rb"[\r\n]")
+
+
+class FirstSteps:
+    """Sets ``wake`` at each step counter line over the job's first steps. ``rules``: the step rules, or None
+    while they load."""
+
+    def __init__(self, rules: Callable[[], Sequence[StepRule] | None], wake: threading.Event) -> None:
+        self.rules = rules
+        self.wake = wake
+        self.wakes = 0
+        self._lock = threading.Lock()
+        self._first: dict[tuple[str, str, int | None], int | None] = {}  # a counter's first step (None: closed)
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def feeder(self) -> Callable[[bytes, float], None]:
+        """A function to feed one stream's output to, chunk by chunk with the time it came (each stream keeps
+        its own line not ended yet)."""
+        partial = bytearray()
+
+        def feed(chunk: bytes, now: float) -> None:
+            if self._done:
+                return
+            try:
+                self._feed(partial, chunk, now)
+            except Exception:  # the output goes on: only the wakes stop
+                log.exception("first steps: reading the step counter failed; no more samples at the steps")
+                self._done = True
+
+        return feed
+
+    def _feed(self, partial: bytearray, chunk: bytes, now: float) -> None:
+        *ended, rest = _LINE_END.split(bytes(partial) + chunk)
+        partial[:] = rest[-PARTIAL_MAX:] if len(rest) <= PARTIAL_MAX else b""
+        lines = [line for line in ended if line and any(p in line.lower() for p in _PREFILTER)]
+        if not lines:
+            return
+        rules = self.rules()
+        if not rules:
+            return
+        for c in counts([(now, line.decode("utf-8", "replace")) for line in lines], rules):
+            with self._lock:
+                if self._done:
+                    return
+                first = self._first.setdefault(c.key, c.step)
+                if first is None:
+                    continue  # its window closed
+                if c.step > first + WARM_STEPS:
+                    self._first[c.key] = None
+                    continue
+                self.wakes += 1
+                self._done = self.wakes >= WAKES_MAX
+            self.wake.set()

@@ -1,0 +1,148 @@
+"""`oomwatch run` samples a job at each of its first training steps (oomwatch/agent/first_steps.py).
+
+The pure tests feed a FirstSteps the lines a training script prints, cut into chunks anywhere, and count the
+wakes. The real one runs a Python loop that steps every 5 ms (a tick every 0.5 s would miss its first steps
+whole) under ``run_command`` and checks that ticks came right after its first step lines and that the
+estimator then reads its level once warm as it was (the script writes its own anonymous memory down).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from oomwatch.agent.first_steps import WAKES_MAX, FirstSteps
+from oomwatch.agent.run import run_command
+from oomwatch.engine.rules.loader import load_rules
+from oomwatch.estimate.model import WARM_STEPS
+
+STEPS = load_rules(()).steps
+
+
+def _watch(rules=lambda: STEPS) -> tuple[FirstSteps, list[int]]:
+    """A FirstSteps whose wakes are counted (the event is read and cleared after each feed)."""
+    wake = threading.Event()
+    first = FirstSteps(rules, wake)
+    woken: list[int] = []
+    feed = first.feeder()
+
+    def fed(chunk: bytes) -> None:
+        feed(chunk, 0.0)
+        woken.append(int(wake.is_set()))
+        wake.clear()
+
+    first.fed = fed  # type: ignore[attr-defined]
+    return first, woken
+
+
+def test_each_of_the_first_steps_wakes_once_then_none():
+    first, woken = _watch()
+    for n in range(30):
+        first.fed(f"[rank 0] step {n} loss 2.{n:02d} rss=300MiB\n".encode())  # type: ignore[attr-defined]
+    assert woken == [1] * (WARM_STEPS + 1) + [0] * (30 - WARM_STEPS - 1)
+    assert first.wakes == WARM_STEPS + 1
+
+
+def test_a_line_cut_across_chunks_wakes_when_it_ends():
+    first, woken = _watch()
+    for chunk in (b"[rank 0] st", b"ep 0 loss 2.3", b"1\n[rank 0] step 1 loss", b" 2.2\r"):
+        first.fed(chunk)  # type: ignore[attr-defined]
+    assert woken == [0, 0, 1, 1]
+
+
+def test_lines_that_are_no_step_counter_wake_nothing():
+    first, woken = _watch()
+    for line in ("loading model", "Map: 100%|██████████| 2000/2000 [00:03<00:00, 580.12 examples/s]", "step by step"):
+        first.fed(f"{line}\n".encode())  # type: ignore[attr-defined]
+    assert woken == [0, 0, 0] and first.wakes == 0
+
+
+def test_each_counter_has_its_window_and_a_new_epoch_does_not_open_it_again():
+    first, woken = _watch()
+    bar = "train: {:3d}%|█ | {}/500 [00:01<00:10, 40.1it/s]\r"
+    first.fed(bar.format(0, 0).encode())  # type: ignore[attr-defined]
+    first.fed(bar.format(10, 50).encode())  # type: ignore[attr-defined]  (past its window: closed)
+    first.fed(b"iter 3: loss 2.5\n")  # type: ignore[attr-defined]  (another counter, its own window)
+    first.fed(bar.format(0, 1).encode())  # type: ignore[attr-defined]  (the bar again: stays closed)
+    assert woken == [1, 0, 1, 0]
+
+
+def test_wakes_stop_at_their_most_and_nothing_before_the_rules_are_loaded():
+    loaded: list[object] = []
+    first, woken = _watch(lambda: STEPS if loaded else None)
+    first.fed(b"step 0 loss 1.0\n")  # type: ignore[attr-defined]
+    loaded.append(True)
+    for _ in range(WAKES_MAX + 5):  # a counter that never rises (every rank prints step 0)
+        first.fed(b"step 0 loss 1.0\n")  # type: ignore[attr-defined]
+    assert woken[0] == 0 and sum(woken) == WAKES_MAX and first.done
+
+
+def test_a_failure_turns_it_off_and_the_output_goes_on():
+    def broken() -> None:
+        raise RuntimeError("rules gone")
+
+    first, woken = _watch(broken)
+    first.fed(b"step 0 loss 1.0\n")  # type: ignore[attr-defined]
+    first.fed(b"step 1 loss 1.0\n")  # type: ignore[attr-defined]
+    assert woken == [0, 0] and first.done
+
+
+# A loop that steps every 5 ms (for 1.5 s: a rate needs a second), keeps 1 MiB of each step and prints each step; it writes down its own
+# anonymous memory after each of its first steps. It holds 64 MiB once set up, before its first step.
+LOOP = r"""
+import json, sys, time
+def anon():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) << 10 for l in f if l.startswith("RssAnon:"))
+base = bytearray(64 << 20)
+for i in range(0, len(base), 4096):
+    base[i] = 1
+time.sleep(0.6)
+kept, levels = [], []
+for step in range(300):
+    b = bytearray(1 << 20)
+    for i in range(0, len(b), 4096):
+        b[i] = 1
+    kept.append(b)
+    print(f"step {step} loss 0.5", flush=True)
+    levels.append(anon())
+    time.sleep(0.005)
+json.dump(levels, open(sys.argv[1], "w"))
+"""
+
+
+def test_a_fast_loop_is_sampled_at_its_first_steps(tmp_path: Path):
+    levels_file = tmp_path / "levels.json"
+    sink = tmp_path / "out.txt"
+    with sink.open("wb") as out:
+        result = run_command(
+            [sys.executable, "-c", LOOP, str(levels_file)], interval=0.5, stdout=out, stderr=out, read_code=False
+        )
+    assert result.returncode == 0
+    assert result.progress is not None and result.progress.points[0][1] == 0
+    first_line = result.progress.points[0][0]  # when "step 0" came
+    pid = max(result.recorder.trails, key=lambda pid: len(result.recorder.trails[pid].points))
+    ticks = [point[0] for point in result.recorder.trails[pid].points]
+    early = [t for t in ticks if first_line <= t <= first_line + 0.3]
+    # a tick at (nearly) every one of the first steps: at a tick every 0.5 s, one at most in those 0.3 s
+    assert len(early) >= WARM_STEPS // 2, (len(early), ticks)
+    assert early[0] - first_line < 0.05
+
+    # the estimator reads the loop's level once its first steps were done as the loop saw it
+    from oomwatch.estimate.inputs import from_report
+    from oomwatch.estimate.model import build
+    from oomwatch.estimate.steps import clock
+    from oomwatch.render.run_report import run_report
+
+    doc = json.loads(run_report(result, ["python", "loop.py"]))
+    recorded = from_report(doc, "run")
+    model = build(recorded.traces, recorded.job, clock(recorded.progress, recorded.started))
+    loop = next(r for r in model.roles.values() if r.peak > 64 << 20)
+    levels = json.loads(levels_file.read_text())
+    assert loop.at_first_step is not None and loop.warm is not None
+    # its level without what it kept: at its first step, 64 MiB + the interpreter + 1 MiB
+    assert loop.warm == pytest.approx(levels[0], abs=6 << 20), (loop.warm >> 20, levels[0] >> 20)
