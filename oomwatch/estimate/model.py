@@ -100,18 +100,26 @@ class Trace:
     def private_peaks(self) -> list[tuple[float, int]]:
         """(time, private bytes) at the highest moment since the previous sample: ``private()`` plus how far
         its anonymous memory rose above this sample's between the two (a load's transient peak, read every
-        20 ms by ``oomwatch run``); ``private()`` itself where that was not read. A last sample that read only
-        that highest (the process died during the tick: the kernel killed it) is its last private bytes plus
-        how far its anonymous memory rose since."""
+        20 ms by ``oomwatch run``); ``private()`` itself where that was not read. The samples after its last
+        reading of its anonymous memory that read only that highest (the process died during the tick: the
+        kernel killed it; or it was exiting over two ticks, the second reading nothing) are its last private
+        bytes plus how far its anonymous memory rose since, each."""
         tops = {p.time: p.anon_peak - p.anon for p in self.points
                 if p.anon_peak is not None and p.anon is not None and p.anon_peak > p.anon}  # fmt: skip
         private = self.private()
         out = [(t, v + tops.get(t, 0)) for t, v in private]
-        last = self.points[-1] if self.points else None
-        if out and last is not None and last.anon is None and last.anon_peak is not None and last.time > out[-1][0]:
-            anon = next((p.anon for p in reversed(self.points) if p.anon is not None), last.anon_peak)
-            out.append((last.time, private[-1][1] + max(0, last.anon_peak - anon)))
+        if not out:
+            return out
+        anon = next(p.anon for p in reversed(self.points) if p.anon is not None)
+        for p in self.points:
+            if p.time > out[-1][0] and p.anon is None and p.anon_peak:
+                out.append((p.time, private[-1][1] + max(0, p.anon_peak - anon)))
         return out
+
+    def held_at(self) -> set[float]:
+        """When a sample read any of its memory (a process exiting during a tick may read none: it held nothing
+        the job's figures of that tick can be set against)."""
+        return {p.time for p in self.points if p.anon is not None or p.anon_peak}
 
     def proportional(self) -> list[tuple[float, int]]:
         """(time, PSS bytes) at every sample, carried between readings by the RSS's change (else the RSS)."""
@@ -285,7 +293,7 @@ def process_model(
     return ProcessModel(trace.pid, role_of(trace), trace.rank, trace.comm, values[0], base, step,
                         max(v for _, v in tops), values[-1],
                         growth, settled, at_peak, trace.read(), _allocated(trace, values[0], peak),
-                        _filled_at(series, values[0], peak), values[k],
+                        _filled_at(series, values[0], peak, trace), values[k],
                         _read_between(trace, series[k][0], peak_at), own, per_step, epochs, first_step,
                         after, warm, by_epoch, _read_kept(trace, series))  # fmt: skip
 
@@ -459,12 +467,23 @@ def _climb_start(series: Sequence[tuple[float, int]]) -> int:
     return k
 
 
-def _filled_at(series: Sequence[tuple[float, int]], start: int, peak: int) -> float:
+def _filled_at(series: Sequence[tuple[float, int]], start: int, peak: int, trace: Trace | None = None) -> float:
+    """When it reached 90% of its growth, as a share of its life. Growth its anonymous memory did not show (the
+    pages a forked worker un-shares were anonymous already) is seen only when smaps is read again, on a CPU
+    budget, seconds later maybe: it came at some time since the reading before, and the earliest is taken (a
+    worker read late is not taken for one that grew with its samples all its life)."""
     life = series[-1][0] - series[0][0]
     if life <= 0 or peak <= start:
         return 0.0
     mark = start + 0.9 * (peak - start)
-    reached = next(t for t, v in series if v >= mark)
+    i = next(k for k, (_, v) in enumerate(series) if v >= mark)
+    reached = series[i][0]
+    if trace is not None and i > 0:
+        reads = [p.time for p in trace.points if p.uss is not None and p.time < reached]
+        anon = {p.time: p.anon for p in trace.points if p.anon is not None}
+        rose = anon.get(reached, 0) - anon.get(series[i - 1][0], 0)
+        if reads and rose < (series[i][1] - series[i - 1][1]) / 2:  # a reading showed it, not the anon
+            reached = max(series[0][0], reads[-1])
     return (reached - series[0][0]) / life
 
 
@@ -670,8 +689,8 @@ def _held(traces: Sequence[Trace], job: Sequence[JobPoint]) -> dict[float, int]:
     highest are then at this sample: the job's and theirs are of the same moment); else at this sample."""
     alive: dict[float, set[int]] = {}
     for t in traces:
-        for p in t.points:
-            alive.setdefault(p.time, set()).add(t.pid)
+        for at in t.held_at():
+            alive.setdefault(at, set()).add(t.pid)
     out: dict[float, int] = {}
     before: set[int] = set()
     for j in job:

@@ -10,7 +10,7 @@ import pytest
 from oomwatch.engine.progress import Progress
 from oomwatch.estimate.fixes import GC_PASS, VALUES_SHARE, WORKER_FLOOR, fixed_models, seen_mechanisms
 from oomwatch.estimate.inputs import EstimateInputError, from_report
-from oomwatch.estimate.model import JobPoint, Point, Trace, build
+from oomwatch.estimate.model import JobPoint, Point, Trace, build, process_model
 from oomwatch.estimate.project import Scale, loaded, project
 from oomwatch.estimate.steps import clock
 from tests.conftest import FIXTURES
@@ -429,6 +429,52 @@ def test_a_process_killed_during_a_tick_counts_its_last_highest_as_its_own():
     seen = build([rank], job)
     assert seen.measured_needed == 400 * MIB and seen.shared_unreclaimable == 0  # not 400 MiB shared on top
     assert project(seen, Scale(ranks=1, workers=0)).needed == 400 * MIB
+
+
+def test_a_process_exiting_over_two_ticks_keeps_its_highest_and_is_not_alive_at_the_second():
+    # (a recorded rank_leak run of 1 rank) the rank exited over two ticks: the first read only its 20 ms
+    # highest (1431 MiB), the second nothing (a zombie: no memory, its highest 0); the cgroup's highest between
+    # them is still the rank's. Without that: 1.4 GiB read as pages shared by the job, once per node on top
+    rank = Trace(10, "rank", 0, "python")
+    launcher = Trace(9, "launcher", None, "torchrun")
+    job = []
+    for i in range(10):
+        a = (200 + 120 * i) * MIB
+        rank.points.append(Point(float(i), a, a, a, a, 0, None, a))
+        launcher.points.append(Point(float(i), 146 * MIB, 146 * MIB, 146 * MIB, 146 * MIB, 0, None, 146 * MIB))
+        job.append(JobPoint(float(i), a + 151 * MIB, a + 146 * MIB, 0, 5 * MIB))
+    top = 1280 * MIB
+    rank.points += [Point(10.0, None, None, None, None, None, None, top + 5 * MIB),
+                    Point(11.0, None, None, None, None, None, None, 0)]  # fmt: skip
+    for t in (10.0, 11.0):
+        launcher.points.append(Point(t, 146 * MIB, 146 * MIB, 146 * MIB, 146 * MIB, 0, None, 146 * MIB))
+    job.append(JobPoint(10.0, 1310 * MIB, 1300 * MIB, 0, 8 * MIB, peak=(146 + 1285) * MIB))
+    job.append(JobPoint(11.0, 150 * MIB, 146 * MIB, 0, 4 * MIB, peak=1423 * MIB))
+    assert rank.private_peaks()[-1] == (10.0, top + 5 * MIB)
+    assert 11.0 not in rank.held_at()
+    seen = build([rank, launcher], job)
+    assert seen.shared_unreclaimable == 0
+    assert seen.measured_needed == (146 + 1285) * MIB
+
+
+def test_growth_only_a_late_smaps_reading_showed_is_dated_at_the_reading_before():
+    # (a recorded cow_refcount worker) its un-shared pages were anonymous already (its parent's, mapped by both):
+    # its anonymous memory stayed at 236 MiB; smaps read its USS at its start (40 MiB) and next at 63% of its
+    # life (136 MiB). It may have grown at once: not taken for a worker growing with its share of the data
+    def worker(grows_with_anon: bool) -> Trace:
+        w = Trace(2, "dataloader_worker", None, "pt_data_worker")
+        for i in range(9):
+            uss = 40 * MIB if i < 5 else 136 * MIB
+            anon = (40 + 12 * i) * MIB if grows_with_anon else 236 * MIB
+            read = i in (0, 5)
+            w.points.append(Point(i * 0.2, uss if read or grows_with_anon else None, None, anon, anon, 0))
+        return w
+
+    late = process_model(worker(False))
+    assert late is not None and late.filled_at == 0.0
+    # a worker whose anonymous memory grew with it (it allocated): dated where it got there
+    allocating = process_model(worker(True))
+    assert allocating is not None and allocating.filled_at >= 0.5
 
 
 def test_pages_shared_after_a_fork_are_read_where_the_parents_uss_was_read_after_it():
