@@ -6,12 +6,15 @@ from the samples taken over the first steps (estimate.model.WARM_STEPS). A loop 
 sampler ticks (80 steps a second against a tick every 0.2 s) has its first sample after its first step a dozen
 steps later, and what it kept of those steps must then be taken off at a rate measured later: an error of a few
 MiB a step becomes tens of MiB. So ``oomwatch run`` wakes its sampler when the job prints a line of its step
-counter (the step rules of rules/activities.yaml, as the step counter is read after the run), from a counter's
-first line until it has risen WARM_STEPS past it, WAKES_MAX wakes in all: a tick comes at each of those steps,
-however fast they go. Which counter is the training loop's is known only after the run (the one with the most
-steps), so each counter has its window (a dataset's map bar before training closes its own at once); one that
-starts again (the next epoch's bar) does not open it again. Wakes that come while a tick is being taken make one
-tick.
+counter (the step rules of rules/activities.yaml, as the step counter is read after the run), from the first
+counter line until that counter has risen WARM_STEPS past it: a tick comes at each of those steps, however fast
+they go. Wakes that come while a tick is being taken make one tick. The rules read no dataset, download or
+evaluation bar, so the first counter is the training loop's; another counter's lines meanwhile wake nothing.
+
+It then stops reading: the lines go through the thread that passes the command's output on, and reading them
+by the step rules costs ~30 us a line (a job printing more lines than that would be slowed). So it also stops
+after WAKES_MAX wakes (a counter that does not rise: every rank printing step 0), and after LINES_MAX lines
+holding a counter's words were read with no window closed.
 
 Fed from the threads that pass the command's output through; the step rules load in a thread of their own
 (lines before they are loaded wake nothing). Nothing here may stop the output: a failure turns it off.
@@ -31,6 +34,7 @@ from oomwatch.estimate.model import WARM_STEPS
 log = logging.getLogger("oomwatch.agent")
 
 WAKES_MAX = 4 * WARM_STEPS  # wakes at most, whatever the counter does (a bar redrawn at every batch of a step)
+LINES_MAX = 20_000  # lines read by the step rules at most (each costs ~30 us)
 PARTIAL_MAX = 8 << 10  # bytes of a line not ended yet that are kept (a longer one is no step counter's)
 _PREFILTER = tuple(p.encode() for p in PREFILTER)
 _LINE_END = re.compile(rb"[\r\n]")
@@ -45,7 +49,8 @@ class FirstSteps:
         self.wake = wake
         self.wakes = 0
         self._lock = threading.Lock()
-        self._first: dict[tuple[str, str, int | None], int | None] = {}  # a counter's first step (None: closed)
+        self.lines = 0  # lines read by the step rules
+        self._first: tuple[tuple[str, str, int | None], int] | None = None  # (the first counter, its first step)
         self._done = False
 
     @property
@@ -77,16 +82,20 @@ class FirstSteps:
         rules = self.rules()
         if not rules:
             return
+        with self._lock:
+            self.lines += len(lines)
+            self._done = self._done or self.lines > LINES_MAX
         for c in counts([(now, line.decode("utf-8", "replace")) for line in lines], rules):
             with self._lock:
                 if self._done:
                     return
-                first = self._first.setdefault(c.key, c.step)
-                if first is None:
-                    continue  # its window closed
-                if c.step > first + WARM_STEPS:
-                    self._first[c.key] = None
-                    continue
+                if self._first is None:
+                    self._first = (c.key, c.step)
+                elif c.key != self._first[0]:
+                    continue  # another counter's line
+                if c.step > self._first[1] + WARM_STEPS:
+                    self._done = True
+                    return
                 self.wakes += 1
                 self._done = self.wakes >= WAKES_MAX
             self.wake.set()
