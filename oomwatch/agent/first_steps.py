@@ -48,8 +48,8 @@ class FirstSteps:
         self.rules = rules
         self.wake = wake
         self.wakes = 0
-        self._lock = threading.Lock()
         self.lines = 0  # lines read by the step rules
+        self._lock = threading.Lock()
         self._first: tuple[tuple[str, str, int | None], int] | None = None  # (the first counter, its first step)
         self._done = False
 
@@ -75,7 +75,7 @@ class FirstSteps:
 
     def _feed(self, partial: bytearray, chunk: bytes, now: float) -> None:
         *ended, rest = _LINE_END.split(bytes(partial) + chunk)
-        partial[:] = rest[-PARTIAL_MAX:] if len(rest) <= PARTIAL_MAX else b""
+        partial[:] = rest if len(rest) <= PARTIAL_MAX else b""
         lines = [line for line in ended if line and any(p in line.lower() for p in _PREFILTER)]
         if not lines:
             return
