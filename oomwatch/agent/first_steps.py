@@ -16,8 +16,8 @@ by the step rules costs ~30 us a line (a job printing more lines than that would
 after WAKES_MAX wakes (a counter that does not rise: every rank printing step 0), and after LINES_MAX lines
 holding a counter's words were read with no window closed.
 
-Fed from the threads that pass the command's output through; the step rules load in a thread of their own
-(lines before they are loaded wake nothing). Nothing here may stop the output: a failure turns it off.
+Fed from the threads that pass the command's output through, with the step rules loaded before the command
+starts (None: lines wake nothing). Nothing here may stop the output: a failure turns it off.
 """
 
 from __future__ import annotations

@@ -50,7 +50,6 @@ from oomwatch.engine.api import Engine
 from oomwatch.engine.diagnosis import Diagnosis
 from oomwatch.engine.model import Program
 from oomwatch.engine.progress import Progress, lines_of, progress
-from oomwatch.engine.rules.activity_rules import StepRule
 from oomwatch.engine.rules.loader import load_rules
 from oomwatch.engine.rules.ruleset import RuleSet
 from oomwatch.paths import HostPaths
@@ -154,10 +153,14 @@ def run_command(
     notes: list[str] = []
     kmsg = _open_kmsg(paths, notes)
     records: deque[KmsgRecord] = deque(maxlen=KMSG_KEEP)
+    # the rules before the command starts (0.2 s): for its step counter at the first steps, and the diagnosis.
+    # Not in a thread beside the first ticks: it holds the interpreter while they read the processes, then the
+    # cgroup, as the job starts (with it there, a probe test read its job's start inconsistently 2 times in 14)
+    rules = load_rules(()) if capture else None
     started = time.monotonic()
-    rules = _RulesLoading() if capture else None  # for the step counter at the first steps, and the diagnosis
     wake = threading.Event()  # the command exited, or printed one of its first steps: sample now
-    first = FirstSteps(rules.steps if rules is not None else lambda: None, wake)
+    steps = rules.steps if rules is not None else None
+    first = FirstSteps(lambda: steps, wake)
     proc, captures = _start(argv, capture, kmsg, stdout, stderr, terminal, (first.feeder(), first.feeder()))
     threading.Thread(target=_exited, args=(proc, wake), daemon=True).start()
     forwarded = _forward_signals(proc)
@@ -194,33 +197,11 @@ def run_command(
     failed = returncode != 0 or bool(kernel)
     victim = kills[0][0] if kills else None
     program = (read_code_of(code) or _command_code(argv)) if read_code else None
-    ruleset = (rules.result() if rules is not None else load_rules(())) if failed or captures else None
+    ruleset = (rules if rules is not None else load_rules(())) if failed or captures else None
     printed = sorted((line for c in captures for line in c.timed_lines()), key=lambda tl: tl[0])
     steps = progress(printed, ruleset.steps) if printed and ruleset is not None else None
     diagnosis = _diagnose(argv, captures, kernel_lines, recorder, victim, program, ruleset, steps) if failed else None
     return RunResult(returncode, diagnosis, recorder, kernel_lines, notes, time.monotonic() - started, steps)
-
-
-class _RulesLoading:
-    """The rules, loaded in a thread of their own from the command's start (0.2 s: its first lines go through
-    meanwhile)."""
-
-    def __init__(self) -> None:
-        self._rules: RuleSet | None = None
-        self._thread = threading.Thread(target=self._load, daemon=True)
-        self._thread.start()
-
-    def _load(self) -> None:
-        with contextlib.suppress(Exception):  # result() loads them again, where the error is raised and reported
-            self._rules = load_rules(())
-
-    def steps(self) -> Sequence[StepRule] | None:
-        """The step rules once loaded; None until then."""
-        return self._rules.steps if self._rules is not None else None
-
-    def result(self) -> RuleSet:
-        self._thread.join()
-        return self._rules if self._rules is not None else load_rules(())
 
 
 def _exited(proc: subprocess.Popen[bytes], wake: threading.Event) -> None:
