@@ -159,8 +159,8 @@ def run_command(
     rules = load_rules(()) if capture else None
     started = time.monotonic()
     wake = threading.Event()  # the command exited, or printed one of its first steps: sample now
-    steps = rules.steps if rules is not None else None
-    first = FirstSteps(lambda: steps, wake)
+    step_rules = rules.steps if rules is not None else None
+    first = FirstSteps(lambda: step_rules, wake)
     proc, captures = _start(argv, capture, kmsg, stdout, stderr, terminal, (first.feeder(), first.feeder()))
     threading.Thread(target=_exited, args=(proc, wake), daemon=True).start()
     forwarded = _forward_signals(proc)
