@@ -23,11 +23,10 @@ starts (None: lines wake nothing). Nothing here may stop the output: a failure t
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable, Sequence
 
-from oomwatch.engine.progress import PREFILTER, counts
+from oomwatch.engine.progress import counts, lines_of
 from oomwatch.engine.rules.activity_rules import StepRule
 from oomwatch.estimate.model import WARM_STEPS
 
@@ -36,8 +35,6 @@ log = logging.getLogger("oomwatch.agent")
 WAKES_MAX = 4 * WARM_STEPS  # wakes at most, whatever the counter does (a bar redrawn at every batch of a step)
 LINES_MAX = 20_000  # lines read by the step rules at most (each costs ~30 us)
 PARTIAL_MAX = 8 << 10  # bytes of a line not ended yet that are kept (a longer one is no step counter's)
-_PREFILTER = tuple(p.encode() for p in PREFILTER)
-_LINE_END = re.compile(rb"[\r\n]")
 
 
 class FirstSteps:
@@ -74,9 +71,10 @@ class FirstSteps:
         return feed
 
     def _feed(self, partial: bytearray, chunk: bytes, now: float) -> None:
-        *ended, rest = _LINE_END.split(bytes(partial) + chunk)
-        partial[:] = rest if len(rest) <= PARTIAL_MAX else b""
-        lines = [line for line in ended if line and any(p in line.lower() for p in _PREFILTER)]
+        data = bytes(partial) + chunk
+        end = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1  # the lines ended so far
+        partial[:] = data[end:] if len(data) - end <= PARTIAL_MAX else b""
+        lines = lines_of(data[:end], [(end, now)])  # those holding a step counter's words
         if not lines:
             return
         rules = self.rules()
@@ -85,7 +83,7 @@ class FirstSteps:
         with self._lock:
             self.lines += len(lines)
             self._done = self._done or self.lines > LINES_MAX
-        for c in counts([(now, line.decode("utf-8", "replace")) for line in lines], rules):
+        for c in counts(lines, rules):
             with self._lock:
                 if self._done:
                     return
