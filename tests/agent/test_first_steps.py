@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from oomwatch.agent import first_steps
-from oomwatch.agent.first_steps import WAKES_MAX, FirstSteps
+from oomwatch.agent.first_steps import FirstSteps
 from oomwatch.agent.run import run_command
 from oomwatch.engine.rules.loader import load_rules
 from oomwatch.estimate.model import WARM_STEPS
@@ -92,14 +92,19 @@ def test_once_done_a_chunk_costs_nothing():
     assert first.lines == read
 
 
-def test_wakes_stop_at_their_most_and_nothing_before_the_rules_are_loaded():
+def test_a_step_read_again_wakes_nothing_and_nothing_before_the_rules_are_loaded(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(first_steps, "LINES_MAX", 50)
     loaded: list[object] = []
     first, woken = _watch(lambda: STEPS if loaded else None)
     first.fed(b"step 0 loss 1.0\n")  # type: ignore[attr-defined]
     loaded.append(True)
-    for _ in range(WAKES_MAX + 5):  # a counter that never rises (every rank prints step 0)
+    for _ in range(55):  # a counter that never rises (every rank prints step 0): read until LINES_MAX
         first.fed(b"step 0 loss 1.0\n")  # type: ignore[attr-defined]
-    assert woken[0] == 0 and sum(woken) == WAKES_MAX and first.done
+    assert woken[0] == 0 and sum(woken) == 1 and first.done
+    second, woken = _watch()
+    for n in (0, 0, 1, 1, 0, 2, 2, 1):  # two ranks: each step wakes once, at its first line; a late line none
+        second.fed(f"step {n} loss 1.0\n".encode())  # type: ignore[attr-defined]
+    assert woken == [1, 0, 1, 0, 0, 1, 0, 0] and second.wakes == 3
 
 
 def test_a_failure_turns_it_off_and_the_output_goes_on():
