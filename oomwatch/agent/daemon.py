@@ -43,6 +43,7 @@ log = logging.getLogger("oomwatch.agent")
 
 STALL_SECONDS = 10.0  # a tick later than this (or 3 intervals) makes /-/healthy unhealthy
 STOP_SECONDS = 1.8  # SIGTERM ends the agent within this, whatever its threads are doing
+EARLY = 0.01  # seconds before its time a tick counts as an extra one (a timed wait may end a little early)
 
 
 def raise_fd_limit() -> int:
@@ -102,7 +103,8 @@ class Agent:
         self.incidents = Incidents(state, self.history, proc=self.paths.proc, read_code=self.config.read_code)
         self.collector.incidents = self.incidents
         incidents = self.incidents
-        self.steps = InThread(StepWatch(incidents.step_rules, self.paths.proc))
+        # a job's first steps bring ticks of their own (agent.steps): the loop is woken, its schedule kept
+        self.steps = InThread(StepWatch(incidents.step_rules, self.paths.proc), on_step=self._wake.set)
         if self.config.kernel_log is not None and str(self.config.kernel_log) == JOURNAL:
             why = journal_readable()
             if why is not None:
@@ -229,6 +231,7 @@ class Agent:
                 self.reload_requested.clear()
                 self.reload()
             started = time.monotonic()
+            early = due - started > EARLY  # woken before its time (a job's step, a reload): the schedule stays
             tick = self.sampler.tick()
             self.collector.update(tick)
             if self.incidents is not None:
@@ -253,7 +256,8 @@ class Agent:
             for strain in self.strain.due(tick):
                 log.warning("%s", strain.message)
             self._ticked = time.monotonic()
-            due += self.config.interval
+            if not early:
+                due += self.config.interval
             delay = due - time.monotonic()
             if delay < 0:
                 if not overrun_said:

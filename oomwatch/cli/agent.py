@@ -38,7 +38,14 @@ def _host_paths(proc_root: Path, sys_root: Path) -> HostPaths:
     metavar="ADDR:PORT",
     help="Where to serve /metrics [default: :9797, all interfaces]. e.g. 127.0.0.1:9797, [::1]:9797.",
 )
-@click.option("--interval", type=float, default=None, metavar="SECONDS", help="Seconds between samples [default: 1].")
+@click.option(
+    "--interval",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Seconds between samples [default: 1]; a job's first training steps, as its output shows them, bring "
+    "samples of their own.",
+)
 @click.option(
     "--config",
     "config_path",

@@ -16,9 +16,10 @@ from typing import BinaryIO
 import pytest
 
 from oomwatch.agent.incidents.joboutput import OutputFile
-from oomwatch.agent.steps import READ_MAX, InThread, StepWatch
+from oomwatch.agent.steps import FIRST_SECONDS, POLL, READ_MAX, WAITING_POLL, InThread, StepWatch
 from oomwatch.agent.tick import StepMark
 from oomwatch.engine.rules.loader import load_rules
+from oomwatch.estimate.model import WARM_STEPS
 from tests.agent.agentproc import AgentProcess, wait_ticks
 from tests.conftest import run_oomwatch
 
@@ -180,3 +181,144 @@ def test_the_agent_keeps_a_jobs_steps_and_estimate_times_the_full_run_by_them(tm
     expected = measured["peak_bytes"] + 350 * 4 * MIB
     assert abs(rank["each_bytes"] - expected) <= 0.15 * expected, (rank["each_bytes"] / MIB, expected / MIB)
     print("steps", steps, rank["each_bytes"] / MIB, expected / MIB)
+
+
+def _read(marks: list[StepMark]) -> list[tuple[float, int]]:
+    return [(m.time, m.step) for m in marks]
+
+
+def test_a_jobs_first_steps_are_read_between_ticks_until_its_counter_has_risen_past_them(
+    log: tuple[BinaryIO, OutputFile],
+) -> None:
+    f, out = log
+    watch = StepWatch(lambda: RULES)
+    assert watch.read(1.0, {"j": [out]}) == [] and watch.first_steps()  # located, no counter yet: read between ticks
+    assert watch.poll_every() == WAITING_POLL
+    f.write(b"loading the data\n")
+    assert watch.poll(1.1) == [] and watch.wanted == 0
+    f.write(b"step 0 loss 2.0\n")
+    assert _read(watch.poll(1.2)) == [(1.2, 0)] and watch.wanted == 1  # dated by the read between the ticks
+    assert watch.poll_every() == POLL
+    f.write(b"step 0 loss 2.0\n")  # another rank's: no sample more
+    assert _read(watch.poll(1.3)) == [(1.3, 0)] and watch.wanted == 1
+    f.write(b"step 1 loss 1.9\nstep 2 loss 1.9\n")  # two steps in one read: one sample
+    assert _read(watch.poll(1.4)) == [(1.4, 2)] and watch.wanted == 2
+    for n in range(3, WARM_STEPS + 1):
+        f.write(f"step {n} loss 1.8\n".encode())
+        assert _read(watch.poll(1.5 + n / 100)) == [(1.5 + n / 100, n)]
+    assert watch.wanted == WARM_STEPS and watch.first_steps()
+    f.write(f"step {WARM_STEPS + 1} loss 1.7\n".encode())  # past its first steps: read at the ticks only
+    assert _read(watch.poll(2.0)) == [(2.0, WARM_STEPS + 1)] and watch.wanted == WARM_STEPS
+    assert not watch.first_steps() and watch.poll_every() is None
+    f.write(f"step {WARM_STEPS + 2} loss 1.7\n".encode())
+    assert watch.poll(2.1) == []
+    assert _read(watch.read(3.0, {"j": [out]})) == [(3.0, WARM_STEPS + 2)]
+
+
+def test_a_job_that_prints_no_counter_is_read_between_ticks_for_a_while_only(
+    log: tuple[BinaryIO, OutputFile],
+) -> None:
+    f, out = log
+    now = [100.0]
+    watch = StepWatch(lambda: RULES, clock=lambda: now[0])
+    watch.read(1.0, {"serve": [out]})
+    now[0] += FIRST_SECONDS - 1
+    assert watch.first_steps()
+    now[0] += 2
+    f.write(b"step 0 loss 1.0\n")
+    assert not watch.first_steps() and watch.poll(2.0) == [] and watch.wanted == 0
+    assert _read(watch.read(3.0, {"serve": [out]})) == [(3.0, 0)] and watch.wanted == 0  # at the ticks, as ever
+    assert watch.read(4.0, {}) == [] and not watch.first_steps()  # no longer located: forgotten
+
+
+def test_the_thread_reads_a_jobs_first_steps_between_ticks_and_says_when(log: tuple[BinaryIO, OutputFile]) -> None:
+    f, out = log
+    woken: list[float] = []
+    each = threading.Event()
+
+    def on_step() -> None:
+        woken.append(time.monotonic())
+        each.set()
+
+    steps = InThread(StepWatch(lambda: RULES), on_step=on_step)
+    steps.offer(1.0, {"j": [out]})  # a tick: the job's file located, first seen
+    deadline = time.monotonic() + 5
+    while not steps.watch.first_steps() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    got: list[StepMark] = []
+    for n in range(3):
+        each.clear()
+        written = time.monotonic()
+        f.write(f"step {n} loss 1.0\n".encode())
+        assert each.wait(5), n  # no tick meanwhile: the thread read it on its own
+        assert woken[-1] - written < 1.0
+    got += steps.offer(9e9, {"j": [out]})
+    assert [m.step for m in got] == [0, 1, 2] and all(m.time < 9e9 for m in got), got  # dated when they were read
+    assert len(woken) == 3
+
+
+# A rank stepping every 30 ms (a tick a second sees one of its first 10 steps at most), printing each step to its
+# log as it goes; it writes down its own anonymous memory after each step. It holds 64 MiB before its first step,
+# and waits 3 s for the agent to find it and its log first.
+FAST = r"""
+import json, sys, time
+def anon():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) << 10 for l in f if l.startswith("RssAnon:"))
+base = bytearray(64 << 20)
+for i in range(0, len(base), 4096):
+    base[i] = 1
+time.sleep(3)
+kept, levels = [], []
+for step in range(60):
+    b = bytearray(1 << 20)
+    for i in range(0, len(b), 4096):
+        b[i] = 1
+    kept.append(b)
+    print(f"step {step} loss 0.5", flush=True)
+    levels.append(anon())
+    time.sleep(0.03)
+json.dump(levels, open(sys.argv[1], "w"))
+"""
+
+
+def test_the_agent_samples_a_fast_jobs_first_steps_and_estimate_reads_its_level_once_warm(tmp_path: Path) -> None:
+    from oomwatch.agent.history.reader import open_readonly
+    from oomwatch.estimate.inputs import from_history
+    from oomwatch.estimate.model import build
+    from oomwatch.estimate.steps import clock
+
+    script, log, state, levels_file = tmp_path / "train.py", tmp_path / "train.log", tmp_path / "state", tmp_path / "l"
+    script.write_text(FAST)
+    job_id = f"oomwatch-first-steps-{os.getpid()}"
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", TORCHELASTIC_RUN_ID=job_id)
+    agent = AgentProcess("--listen", "127.0.0.1:0", "--interval", "1.0", "--state-dir", str(state))
+    try:
+        wait_ticks(agent)
+        with open(log, "wb") as out:
+            done = subprocess.run([sys.executable, str(script), str(levels_file)], stdout=out, env=env, timeout=120)
+        assert done.returncode == 0
+        time.sleep(1.5)  # the agent's last tick of it
+    finally:
+        agent.stop()
+    store = open_readonly(state / "history.db")
+    try:
+        rows, step_rows = store.processes(job=job_id), store.steps(job=job_id)
+    finally:
+        store.close()
+    ticks = sorted({float(r.time) for r in rows})
+    said = [(round(float(r.time) - ticks[0], 3), r.step) for r in step_rows]
+    # its files are read every WAITING_POLL before the first step line (then every POLL): a step or two may pass
+    assert step_rows and step_rows[0].step <= 2, said
+    first_line, first = float(step_rows[0].time), step_rows[0].step  # when the agent read its first step line
+    early = [t for t in ticks if first_line <= t <= first_line + 0.35]
+    # samples at its first steps: at a tick a second, one at most in those 0.35 s
+    assert len(early) >= 3, (len(early), [round(t - first_line, 3) for t in ticks], said)
+    # the ticks kept their schedule meanwhile: one a second besides those
+    assert len(ticks) - len(early) <= (ticks[-1] - ticks[0]) / 1.0 + 2
+    recorded = from_history(rows, (), "history", step_rows)
+    model = build(recorded.traces, recorded.job, clock(recorded.progress, recorded.started))
+    rank = next(r for r in model.roles.values() if r.peak > 64 << 20)
+    levels = json.loads(levels_file.read_text())
+    assert rank.warm is not None
+    assert rank.warm == pytest.approx(levels[first], abs=6 << 20), (rank.warm >> 20, levels[first] >> 20)
