@@ -79,11 +79,12 @@ def _shared_copy(model: Model) -> tuple[Model, str]:
 def _before(role: Role) -> tuple[float, float]:
     """A role's level without what it accumulates, and the least it may be: the most it held over the run's first
     steps, less what it kept of each (what it loaded and built, and its loop's warm-up, are in: model.WARM_STEPS),
-    at least where it stood once the first step was done; else where its steady growth began."""
+    at least where it stood once the first step was done, with how far its first step rose above its end (freed
+    before the step's line: model.ProcessModel.step_rise); else where its steady growth began."""
     if role.at_first_step is None:
         return role.before_growth, role.before_growth
     warm = role.warm if role.warm is not None else role.at_first_step
-    return max(warm, role.at_first_step), role.at_first_step
+    return max(warm, role.at_first_step) + (role.step_rise or 0.0), role.at_first_step
 
 
 def _unloaded(role: Role) -> tuple[float, str]:
@@ -124,6 +125,7 @@ def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
                 level, least = _before(r)
                 how = (
                     "where it stood once its first steps were done"
+                    + (", with how far a step rose above that" if r.step_rise else "")
                     if r.at_first_step is not None
                     else "where its steady growth began"
                 )

@@ -181,6 +181,8 @@ class ProcessModel:
     by_epoch: tuple[int | None, ...] = ()  # its private set as the first epoch went on: at 0, 1/EPOCH_MARKS, ...
     # of it done, as far as it was sampled (None before its first sample; empty: the epoch's steps not known)
     read_kept: int | None = None  # bytes it read and kept as it read them (None: its reads not known)
+    step_rise: int | None = None  # how far its anonymous memory rose within a step above where the step left it
+    # (a step's activations and gradients, freed before its line is printed; None: not read)
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,7 @@ class Role:
     at_first_step: float | None = None  # median private set once the first step was done (see ProcessModel)
     after_steps: float = 0.0  # median growth after the last step was counted
     warm: float | None = None  # median level once the first steps were done (see ProcessModel)
+    step_rise: float | None = None  # median rise within a step above its end (see ProcessModel)
     by_epoch: tuple[float | None, ...] = ()  # median private set as the first epoch went on (see ProcessModel)
     read_kept: float | None = None  # median bytes each read and kept as it read them (None: not known)
 
@@ -295,7 +298,8 @@ def process_model(
                         growth, settled, at_peak, trace.read(), _allocated(trace, values[0], peak),
                         _filled_at(series, values[0], peak, trace), values[k],
                         _read_between(trace, series[k][0], peak_at), own, per_step, epochs, first_step,
-                        after, warm, by_epoch, _read_kept(trace, series))  # fmt: skip
+                        after, warm, by_epoch, _read_kept(trace, series),
+                        _step_rise(trace, steps) if steps is not None else None)  # fmt: skip
 
 
 def _by_epoch(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[int | None, ...]:
@@ -351,6 +355,26 @@ def _grew_after_steps(series: Sequence[tuple[float, int]], steps: StepClock) -> 
     before = [v for t, v in series if t - steps.started <= steps.last[0]]
     later = [v for t, v in series if t - steps.started > steps.last[0]]
     return max(0, max(later) - before[-1]) if before and later else 0
+
+
+def _step_rise(trace: Trace, steps: StepClock) -> int | None:
+    """How far its anonymous memory rose during the run's first step above where that step left it: the highest
+    read between the sample before the first step's line and the first sample at or after it (every 20 ms,
+    ``anon_peak``) less that sample's. The line is printed once the step is done, its activations and gradients
+    freed: every step rises this far above where it ends, and a fix that stops an accumulation leaves the steps
+    as they were (the first step kept little yet). Later steps' rises are not read: what a process accumulates
+    hides them (a rank keeping each step's logits ends each step higher than it rose), or is them (an evaluation
+    loop gathering every batch's logits, concatenated again at each step). None when no highest was read then
+    (the agent's samples)."""
+    done = steps.started + steps.first[0]
+    previous: float | None = None
+    for p in trace.points:
+        if previous is not None and previous < done <= p.time:
+            if p.anon is None or p.anon_peak is None:
+                return None
+            return max(0, p.anon_peak - p.anon)
+        previous = p.time
+    return None
 
 
 def _warm(series: Sequence[tuple[float, int]], steps: StepClock, per_step: float | None) -> int | None:
@@ -632,6 +656,7 @@ def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
         at_first_step=_median_known(m.at_first_step for m in members),
         after_steps=float(statistics.median(m.after_steps for m in members)),
         warm=_median_known(m.warm for m in members),
+        step_rise=_median_known(m.step_rise for m in members),
         by_epoch=_median_marks([m.by_epoch for m in members]),
         read_kept=_median_known(m.read_kept for m in members),
     )  # fmt: skip

@@ -20,7 +20,7 @@ RESULTS = ROOT / "bench" / "results" / "estimate_accuracy"
 DOCUMENTED = {
     "fast": ("estimate_accuracy.py", 12, 22, 7),
     "fast-steps": ("estimate_accuracy.py", 11, 24, 11),
-    "fast-peaks": ("estimate_accuracy.py", 11, 23, 11),
+    "fast-peaks": ("estimate_accuracy.py", 11, 23, 12),
     "fast-rep-peaks": ("estimate_accuracy.py", 8, 15, 8),
     "heldout-steps": ("estimate_heldout.py", 5, 9, 4),
     "heldout-peaks": ("estimate_heldout.py", 5, 9, 4),
@@ -33,7 +33,7 @@ DOCUMENTED = {
     "first-contact-launchers": ("estimate_heldout.py", 6, 12, 3),
     "fresh-r7": ("estimate_accuracy.py", 24, 46, 24),
     "fresh-r8": ("estimate_accuracy.py", 24, 48, 24),
-    "fresh-r9": ("estimate_accuracy.py", 24, 45, 23),
+    "fresh-r9": ("estimate_accuracy.py", 24, 46, 23),
 }
 ARGS = {
     "heldout-3ranks": ["--default-ranks", "3", "--small", "1,2"],  # the variants of 3 ranks, from 1 and 2

@@ -633,6 +633,44 @@ def test_a_ranks_fix_keeps_what_its_loop_warmed_up_to_over_its_first_steps_not_o
     assert warm == pytest.approx(280 * MIB, rel=0.03)
 
 
+def test_a_ranks_fix_keeps_how_far_its_first_step_rose_above_where_it_ended():
+    # rank_leak: each step's logits, their softmax and gradients (~16-24 MiB) are freed before the step's line is
+    # printed, so the samples at the lines read the level between steps; the fixed twin's peak (its cgroup read
+    # every 20 ms, four ranks in lockstep) holds them on top. The 20 ms readings between the sample before the
+    # first step's line and the one at it saw that step 18 MiB above its end (measured: 222 -> 240 MiB)
+    def held(t: float) -> int:
+        n = max(0.0, (t - 2.0) * 10)
+        return 150 * MIB if t < 2.0 else int(280 * MIB + n * 8 * MIB)
+
+    bar = Progress(tuple((2.0 + n / 10, n) for n in range(0, 100, 5)), total=None, rule="step_word")
+    ticks = clock(bar, 0.0)
+    assert ticks is not None
+
+    def rank(highest: bool) -> Trace:
+        t = trace(10, "rank", [held(0.05 + i * 0.25) for i in range(48)], rank=0)
+        points = []
+        for i, p in enumerate(t.points):
+            at = 0.05 + i * 0.25
+            rise = 0
+            if highest and at == 2.05:
+                rise = 18 * MIB  # the sample closing the first step
+            elif highest and at > 3.0:
+                rise = 300 * MIB * (i % 2)  # later: what it accumulates (logits concatenated again) hides the steps
+            points.append(replace(p, time=at, anon_peak=p.anon + rise if highest else None))
+        t.points = points
+        return t
+
+    seen = build([rank(highest=True)], steps=ticks).roles["rank"]
+    assert seen.step_rise == 18 * MIB
+    ((_, _, fixed, _),) = fixed_models(build([rank(highest=True)], steps=ticks), ["unbounded_cache"])
+    assert fixed.roles["rank"].peak == pytest.approx(seen.warm + 18 * MIB)
+    # the agent's samples read no highest between them: the level between steps, as before
+    unseen = build([rank(highest=False)], steps=ticks)
+    assert unseen.roles["rank"].step_rise is None
+    ((_, _, fixed, _),) = fixed_models(unseen, ["unbounded_cache"])
+    assert fixed.roles["rank"].peak == pytest.approx(unseen.roles["rank"].warm)
+
+
 def test_a_rank_left_alone_with_the_pages_its_worker_shared_kept_nothing_a_bounded_cache_would_stop():
     """A worker's dict cache: the trainer's private set falls when its worker forks (the pages are shared), and
     rises back when the worker exits after the last step, its anonymous memory unchanged (measured: 99 to 206 MiB
