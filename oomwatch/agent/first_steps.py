@@ -10,8 +10,8 @@ MiB a step becomes tens of MiB. So ``oomwatch run`` wakes its sampler when the j
 counter (the step rules of rules/activities.yaml, as the step counter is read after the run), from the first
 counter line until that counter has risen WARM_STEPS past it: a tick comes at each of those steps, however fast
 they go (WARM_STEPS + 1 at most: a step read again, every rank printing it, brings none). Wakes that come while a
-tick is being taken make one tick. The rules read no dataset, download or
-evaluation bar, so the first counter is the training loop's; another counter's lines meanwhile wake nothing.
+tick is being taken make one tick. The rules read no dataset, download or evaluation bar, so the first counter is
+the training loop's; another counter's lines meanwhile wake nothing.
 
 It then stops reading: the lines go through the thread that passes the command's output on, and reading them
 by the step rules costs ~30 us a line (a job printing more lines than that would be slowed). So it also stops
