@@ -183,6 +183,8 @@ class ProcessModel:
     read_kept: int | None = None  # bytes it read and kept as it read them (None: its reads not known)
     step_rise: int | None = None  # how far its anonymous memory rose within a step above where the step left it
     # (a step's activations and gradients, freed before its line is printed; None: not read)
+    anon_rise: int | None = None  # how far its anonymous memory rose from the first step on: the most it
+    # allocated then (its private set rises more where it is left pages it shared; None: not known)
 
 
 @dataclass(frozen=True)
@@ -214,6 +216,7 @@ class Role:
     after_steps: float = 0.0  # median growth after the last step was counted
     warm: float | None = None  # median level once the first steps were done (see ProcessModel)
     step_rise: float | None = None  # median rise within a step above its end (see ProcessModel)
+    anon_rise: float | None = None  # median rise of their anonymous memory from the first step on (see ProcessModel)
     by_epoch: tuple[float | None, ...] = ()  # median private set as the first epoch went on (see ProcessModel)
     read_kept: float | None = None  # median bytes each read and kept as it read them (None: not known)
 
@@ -299,7 +302,8 @@ def process_model(
                         _filled_at(series, values[0], peak, trace), values[k],
                         _read_between(trace, series[k][0], peak_at), own, per_step, epochs, first_step,
                         after, warm, by_epoch, _read_kept(trace, series),
-                        _step_rise(trace, steps) if steps is not None else None)  # fmt: skip
+                        _step_rise(trace, steps) if steps is not None else None,
+                        _anon_rise(anon, steps) if steps is not None else None)  # fmt: skip
 
 
 def _by_epoch(series: Sequence[tuple[float, int]], steps: StepClock) -> tuple[int | None, ...]:
@@ -355,6 +359,14 @@ def _grew_after_steps(series: Sequence[tuple[float, int]], steps: StepClock) -> 
     before = [v for t, v in series if t - steps.started <= steps.last[0]]
     later = [v for t, v in series if t - steps.started > steps.last[0]]
     return max(0, max(later) - before[-1]) if before and later else 0
+
+
+def _anon_rise(anon: Sequence[tuple[float, int]], steps: StepClock) -> int | None:
+    """How far its anonymous memory rose from its first sample at or after the first step's line to its highest
+    after it; None when it was sampled fewer than twice then."""
+    done = steps.started + steps.first[0]
+    after = [v for t, v in anon if t >= done]
+    return max(0, max(after) - after[0]) if len(after) >= 2 else None
 
 
 def _step_rise(trace: Trace, steps: StepClock) -> int | None:
@@ -657,6 +669,7 @@ def _role(name: str, members: list[ProcessModel], ranks: int) -> Role:
         after_steps=float(statistics.median(m.after_steps for m in members)),
         warm=_median_known(m.warm for m in members),
         step_rise=_median_known(m.step_rise for m in members),
+        anon_rise=_median_known(m.anon_rise for m in members),
         by_epoch=_median_marks([m.by_epoch for m in members]),
         read_kept=_median_known(m.read_kept for m in members),
     )  # fmt: skip

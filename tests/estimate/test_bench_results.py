@@ -33,7 +33,7 @@ DOCUMENTED = {
     "first-contact-launchers": ("estimate_heldout.py", 6, 12, 3),
     "fresh-r7": ("estimate_accuracy.py", 24, 46, 24),
     "fresh-r8": ("estimate_accuracy.py", 24, 48, 24),
-    "fresh-r9": ("estimate_accuracy.py", 24, 46, 23),
+    "fresh-r9": ("estimate_accuracy.py", 24, 46, 24),
 }
 ARGS = {
     "heldout-3ranks": ["--default-ranks", "3", "--small", "1,2"],  # the variants of 3 ranks, from 1 and 2
