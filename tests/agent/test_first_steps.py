@@ -20,6 +20,7 @@ from oomwatch.agent.first_steps import FirstSteps
 from oomwatch.agent.run import run_command
 from oomwatch.engine.rules.loader import load_rules
 from oomwatch.estimate.model import WARM_STEPS
+from tests.agent.loops import FAST_LOOP
 
 STEPS = load_rules(()).steps
 
@@ -117,36 +118,16 @@ def test_a_failure_turns_it_off_and_the_output_goes_on():
     assert woken == [0, 0] and first.done
 
 
-# A loop that steps every 30 ms (for 1.8 s: a rate needs a second), keeps 1 MiB of each step and prints each step; it writes down its own
-# anonymous memory after each of its first steps. It holds 64 MiB once set up, before its first step.
-LOOP = r"""
-import json, sys, time
-def anon():
-    with open("/proc/self/status") as f:
-        return next(int(l.split()[1]) << 10 for l in f if l.startswith("RssAnon:"))
-base = bytearray(64 << 20)
-for i in range(0, len(base), 4096):
-    base[i] = 1
-time.sleep(0.6)
-kept, levels = [], []
-for step in range(60):
-    b = bytearray(1 << 20)
-    for i in range(0, len(b), 4096):
-        b[i] = 1
-    kept.append(b)
-    print(f"step {step} loss 0.5", flush=True)
-    levels.append(anon())
-    time.sleep(0.03)
-json.dump(levels, open(sys.argv[1], "w"))
-"""
-
-
 def test_a_fast_loop_is_sampled_at_its_first_steps(tmp_path: Path):
     levels_file = tmp_path / "levels.json"
     sink = tmp_path / "out.txt"
     with sink.open("wb") as out:
         result = run_command(
-            [sys.executable, "-c", LOOP, str(levels_file)], interval=1.0, stdout=out, stderr=out, read_code=False
+            [sys.executable, "-c", FAST_LOOP, str(levels_file), "0.6"],
+            interval=1.0,
+            stdout=out,
+            stderr=out,
+            read_code=False,
         )
     assert result.returncode == 0
     assert result.progress is not None and result.progress.points[0][1] == 0
