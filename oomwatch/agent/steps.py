@@ -208,8 +208,8 @@ class InThread:
     """A ``StepWatch`` read in a thread of its own. Each tick ``offer`` hands it the jobs' files and takes the
     marks it finished since; a request it has not begun is replaced by the newer one (a stuck read costs only
     the marks it would have made). Between requests, while a job is before or in its first steps, it reads
-    that job's files every POLL seconds (``StepWatch.poll``, dated by ``wall``) and calls ``on_step`` when a
-    reading wanted a sample."""
+    that job's files every ``StepWatch.poll_every()`` seconds (``StepWatch.poll``, dated by ``wall``) and calls
+    ``on_step`` when a read wanted a sample."""
 
     def __init__(
         self,
