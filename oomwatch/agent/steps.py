@@ -122,25 +122,25 @@ class StepWatch:
         marks: list[StepMark] = []
         kept: set[tuple[int, int]] = set()
         for job in self._opening():
-            marks.extend(self._read_job(now, job, self._located.get(job, ()), rules, kept))
+            marks.extend(self._read_job(now, job, self._located[job], rules, kept))
         return marks
 
     def _opening(self) -> list[str]:
-        now = self.clock()
-        return [
-            job
-            for job, first in self._first.items()
-            if not first.window.closed and now - first.located <= FIRST_SECONDS and job in self._located
-        ]
+        return [job for job in self._first if not self._window(job).closed]  # the jobs located (read() forgets others)
 
-    def _read_job(
-        self, now: float, job: str, files: Sequence[OutputFile], rules: Sequence[StepRule], kept: set[tuple[int, int]]
-    ) -> list[StepMark]:
+    def _window(self, job: str) -> Window:
+        """The job's first steps' window (opened when its files are first read), closed FIRST_SECONDS after."""
         first = self._first.get(job)
         if first is None:
             first = self._first[job] = _First(self.clock(), Window())
         elif self.clock() - first.located > FIRST_SECONDS:
             first.window.closed = True  # its first steps are not awaited any more
+        return first.window
+
+    def _read_job(
+        self, now: float, job: str, files: Sequence[OutputFile], rules: Sequence[StepRule], kept: set[tuple[int, int]]
+    ) -> list[StepMark]:
+        window = self._window(job)
         latest: dict[tuple[str, str, int | None], Count] = {}
         wanted = False
         for f in files:
@@ -151,7 +151,7 @@ class StepWatch:
             lines = [(now, line) for line in self._new_lines(f)[-LINES_MAX:]]
             for c in counts(lines, rules):
                 latest[c.key] = c  # the last reading of each counter (a bar's latest state)
-                wanted = first.window.wants(c) or wanted
+                wanted = window.wants(c) or wanted
         self.wanted += wanted
         return [StepMark(now, job, c.rule, c.name, c.total, c.step) for c in latest.values()]
 

@@ -106,9 +106,8 @@ def _accumulated(role: Role) -> bool:
     anonymous memory rose by less than SEEN_GROWTH from the first step on (while its workers un-shared the pages
     they mapped of it, its private set rose 72 to 118 MiB over one dict_cache run, a slope of 0.2 MiB a step; its
     anonymous memory 217 to 232)."""
-    if role.anon_rise is not None and role.anon_rise < SEEN_GROWTH and role.after_steps < SEEN_GROWTH:
-        return False
-    return (role.per_step or 0.0) > 0 or role.after_steps >= SEEN_GROWTH
+    grew = role.anon_rise is None or role.anon_rise >= SEEN_GROWTH
+    return (grew and (role.per_step or 0.0) > 0) or role.after_steps >= SEEN_GROWTH
 
 
 def _settled(levels: dict[str, str]) -> Callable[[Model], tuple[Model, str]]:
