@@ -171,6 +171,13 @@ def _along_epoch(role: Role, part: float) -> float | None:
     return None if later is None else here + (later - here) * (at - i)
 
 
+def _needed(model: Model, scale: Scale, steps: StepClock | None) -> float:
+    """What one node needs at ``scale`` (the estimate's point, without its interval)."""
+    return _shared(model, scale) + sum(
+        count(role, model, scale) * _each(role, model, scale, steps)[0] for role in model.roles.values()
+    )
+
+
 def project(model: Model, scale: Scale, limit: int | None = None, steps: StepClock | None = None) -> Projection:
     """``model`` at ``scale``, against ``limit``; ``steps``: the run's step clock (the limit is then a step too)."""
     shared = _shared(model, scale)
@@ -222,14 +229,37 @@ def _against(p: Projection, model: Model, scale: Scale, steps: StepClock | None 
     verdict = "over" if p.needed > p.limit else "tight" if p.high > p.limit * (1 - FIT_MARGIN) else "fits"
     if p.low <= p.limit and _by_time_alone(model, scale, steps):
         verdict = "unknown"  # what it held where the samples end fits: what came after them is not known
-    seconds = None
     rate = sum(s.count * model.roles[s.role].growth for s in p.shares)
-    at_start = p.needed - rate * max(0.0, (scale.seconds or until) - until)  # before the extension
-    if rate > 0 and (verdict != "over" or at_start <= p.limit):
-        seconds = until + (p.limit - at_start) / rate if p.limit > at_start else until
-        if verdict != "over" and scale.seconds is not None and seconds > scale.seconds:
-            seconds = None
+    seconds = None
+    if rate <= 0:
+        pass
+    elif scale.seconds is not None:  # the full run's length is known: where its own projection meets the limit
+        seconds = _crossing(model, scale, steps, p.limit, until)
+    elif verdict != "over":  # it fits where the samples end and grows at its rate from there
+        seconds = until + (p.limit - p.needed) / rate
     return replace(p, verdict=verdict, seconds_to_limit=seconds)
+
+
+def _crossing(model: Model, scale: Scale, steps: StepClock | None, limit: int, until: float) -> float | None:
+    """Seconds into the run when ``model`` at ``scale``, projected to that moment as to the run's end (a growth
+    at its rate, a cache filling as the data it has loaded), first needs ``limit``: ``until`` (where its growth
+    was measured to) when it needs it there already; None when it does not by the run's end. The projection
+    grows with the run's length, so halving the interval finds it."""
+    assert scale.seconds is not None
+
+    def needed_at(seconds: float) -> float:
+        return _needed(model, replace(scale, seconds=seconds), steps)
+
+    end = scale.seconds
+    if end <= until or needed_at(end) < limit:
+        return None
+    if needed_at(until) >= limit:
+        return until
+    lo, hi = until, end
+    while hi - lo > max(1e-3, 1e-6 * end):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if needed_at(mid) >= limit else (mid, hi)
+    return hi
 
 
 def _by_time_alone(model: Model, scale: Scale, steps: StepClock | None) -> bool:

@@ -156,6 +156,35 @@ def test_a_growing_job_under_a_limit_says_when_it_reaches_it():
     assert project(model, Scale(ranks=1, workers=1, seconds=600), limit=300 * MIB).verdict == "over"  # held more
 
 
+def test_a_cache_filling_over_epochs_reaches_the_limit_where_its_own_projection_does():
+    """A worker's cache of the samples it loads fills as 1 - (1 - 1/slots)^epochs of the data, not at the rate
+    one worker filled it in its first epoch: the moment it reaches the limit is where the projection of a run
+    that long needs it, and does not move with how long the full run is (it came at step 935 of 1000 and 4870 of
+    5000 for one job when read off a straight line from the run's end)."""
+    main = trace(1, "rank", [300 * MIB] * 40, rank=0)
+    cache = trace(2, "dataloader_worker", [20 * MIB + i * 10 * MIB for i in range(40)])  # RSS grows: a cache
+    bar = Progress(tuple((i * 0.5, i * 5) for i in range(1, 40)), total=200, rule="progress_bar")
+    ticks = clock(bar, 0.0)
+    assert ticks is not None
+    model = build([main, cache], steps=ticks)
+    assert model.roles["dataloader_worker"].split
+    limit = 1200 * MIB
+    at: list[float] = []
+    for steps in (1000, 5000):
+        scale = Scale(ranks=1, workers=4, seconds=ticks.seconds_at(steps), steps=steps)
+        p = project(model, scale, limit=limit, steps=ticks)
+        assert p.verdict == "over" and p.seconds_to_limit is not None and p.step_at_limit is not None
+        then = project(model, replace(scale, seconds=p.seconds_to_limit), steps=ticks).needed
+        assert then == pytest.approx(limit, rel=1e-3)  # a run that long needs the limit
+        assert ticks.last[0] < p.seconds_to_limit < scale.seconds
+        at.append(p.step_at_limit)
+    assert at[0] == pytest.approx(at[1], abs=1)
+    # reached by the measured run's end: then; never reached: none
+    scale = Scale(ranks=1, workers=4, seconds=ticks.seconds_at(1000), steps=1000)
+    assert project(model, scale, limit=400 * MIB, steps=ticks).seconds_to_limit == ticks.last[0]
+    assert project(model, scale, limit=40 * 1024 * MIB, steps=ticks).seconds_to_limit is None
+
+
 def test_the_job_cgroup_gives_the_shared_pages_and_the_page_cache():
     ranks = [trace(10 + r, "rank", [400 * MIB] * 20, rank=r) for r in range(2)]
     job = [JobPoint(0.0, usage=820 * MIB, anon=800 * MIB, shmem=0, file=20 * MIB)]
