@@ -35,6 +35,9 @@ class ProcessSample:
     cgroup: str | None = None  # the memory cgroup's path inside its hierarchy
     gpu_memory: int | None = None
     start_time: int | None = None  # clock ticks after boot (/proc/PID/stat): with the pid, one process in a boot
+    # the highest anonymous memory read between the tick before and this one (agent.peaks, every 20 ms while its
+    # job is in its first steps), this tick's own reading included; None when it was not read between ticks
+    anon_peak: int | None = None
 
     def smaps_age(self, now: float) -> float | None:
         """Seconds since the smaps values were read, at wall-clock time ``now`` (a tick's ``time``)."""
@@ -60,6 +63,7 @@ class CgroupSample:
     oom_kills: int | None
     pressure: Pressure | None
     jobs: tuple[str, ...] = ()
+    unreclaimable_peak: int | None = None  # the highest anon + shmem read since the tick before (as anon_peak)
 
 
 @dataclass(frozen=True)

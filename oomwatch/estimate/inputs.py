@@ -97,10 +97,13 @@ def from_history(
 ) -> Recorded:
     """The agent's history rows of one job (``history.schema.ProcessRow``), of its cgroup (``CgroupRow``) and of
     its step counters (``StepRow``: what its output showed, read by the agent as it ran)."""
-    fields = ("time", "pid", "role", "rank", "comm", "uss", "pss", "rss", "anon", "shmem")
+    fields = ("time", "pid", "role", "rank", "comm", "uss", "pss", "rss", "anon", "shmem", "rchar", "anon_peak")
     traces = traces_from_rows({f: getattr(r, f, None) for f in fields} for r in rows)
     if not traces:
         raise EstimateInputError(f"{source}: no samples of this job")
-    job = [JobPoint(float(c.time), c.usage, c.anon, c.shmem, c.file) for c in cgroup_rows]
+    job = [
+        JobPoint(float(c.time), c.usage, c.anon, c.shmem, c.file, getattr(c, "unreclaimable_peak", None))
+        for c in cgroup_rows
+    ]
     steps = assemble(Count(float(r.time), r.rule, r.name, r.total, int(r.step)) for r in step_rows)
     return Recorded(traces, job, (), source, progress=steps)

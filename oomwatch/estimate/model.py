@@ -243,7 +243,8 @@ class Model:
 
 def traces_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Trace]:
     """Traces from sample rows (``time``, ``pid``, ``role``, ``rank``, ``comm``, ``uss``, ``pss``, ``rss``,
-    ``anon``, ``shmem``), the shape of history rows and of a run report's samples."""
+    ``anon``, ``shmem``, and ``rchar``, ``anon_peak`` where known), the shape of history rows and of a run
+    report's samples."""
     out: dict[int, Trace] = {}
     for r in sorted(rows, key=lambda r: float(r["time"])):
         pid = int(r["pid"])
@@ -256,7 +257,16 @@ def traces_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Trace]:
         if r.get("rank") is not None:
             t.rank = r.get("rank")
         t.points.append(
-            Point(float(r["time"]), r.get("uss"), r.get("pss"), r.get("rss"), r.get("anon"), r.get("shmem"))
+            Point(
+                float(r["time"]),
+                r.get("uss"),
+                r.get("pss"),
+                r.get("rss"),
+                r.get("anon"),
+                r.get("shmem"),
+                r.get("rchar"),
+                r.get("anon_peak"),
+            )
         )
     return list(out.values())
 

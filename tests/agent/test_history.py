@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from oomwatch.agent.history.reader import open_readonly
-from oomwatch.agent.history.schema import SCHEMA_VERSION, CgroupRow, ProcessRow
+from oomwatch.agent.history.schema import ADDED, SCHEMA_VERSION, TABLES_ADDED, CgroupRow, ProcessRow
 from oomwatch.agent.history.store import HistoryStore
 from oomwatch.agent.sample.notices import Notices
 from oomwatch.agent.tick import CgroupSample, NodeSample, ProcessSample, StepMark, Tick
@@ -268,18 +268,28 @@ def test_pressure_and_swap_are_kept_and_fold_into_their_worst(store_path: Path):
         assert [c.pressure_some for c in store.cgroups() if c.resolution == 10][:3] == [9.0, 9.0, 9.0]
 
 
+def as_schema(path: Path, version: int) -> None:
+    """Make the file at ``path`` the one schema ``version`` wrote: the columns and tables added since go."""
+    conn = sqlite3.connect(path)
+    for since, name, _ in TABLES_ADDED:
+        if version < since:
+            conn.execute(f"DROP TABLE {name}")
+    for since, columns in ADDED:
+        if version < since:
+            for table, column, _ in columns:
+                conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    conn.commit()
+    conn.close()
+
+
 def test_a_schema_1_file_is_read_and_upgraded_in_place(store_path: Path):
     with opened(store_path) as store:
         store.record(tick(T0, [proc(1)], [cgroup()], node()))
-    conn = sqlite3.connect(store_path)  # make it the file the first release wrote
-    conn.execute("DROP TABLE step")
-    for table, columns in (("cgroup", ("pressure_some", "pressure_full")),
-                           ("node", ("mem_total", "swap_total", "pressure_some", "pressure_full")),
-                           ("process", ("rchar",))):  # fmt: skip
-        for column in columns:
-            conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
-    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    conn.commit()
+    as_schema(store_path, 1)  # make it the file the first release wrote
+    conn = sqlite3.connect(store_path)
+    assert {r[1] for r in conn.execute("PRAGMA table_info(node)")} == {"time", "resolution", "mem_available",
+                                                                       "swap_free", "oom_kills"}  # fmt: skip
     conn.close()
 
     reader = open_readonly(store_path)  # a reader cannot upgrade: the new columns read as unknown
@@ -306,12 +316,7 @@ def test_a_schema_1_file_is_read_and_upgraded_in_place(store_path: Path):
 def test_a_schema_2_file_gains_what_each_process_read(store_path: Path):
     with opened(store_path) as store:
         store.record(tick(T0, [proc(1)]))
-    conn = sqlite3.connect(store_path)  # the file schema 2 wrote: no rchar
-    conn.execute("ALTER TABLE process DROP COLUMN rchar")
-    conn.execute("DROP TABLE step")
-    conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
+    as_schema(store_path, 2)  # the file schema 2 wrote: no rchar
     reader = open_readonly(store_path)
     try:
         assert [p.rchar for p in reader.processes()] == [None]
@@ -353,11 +358,7 @@ def test_a_jobs_step_counter_is_kept_and_folds_into_its_highest_step(store_path:
 def test_a_schema_3_file_gains_the_step_counters(store_path: Path):
     with opened(store_path) as store:
         store.record(tick(T0, [proc(1)]))
-    conn = sqlite3.connect(store_path)  # the file schema 3 wrote: no step table
-    conn.execute("DROP TABLE step")
-    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
+    as_schema(store_path, 3)  # the file schema 3 wrote: no step table
     reader = open_readonly(store_path)
     try:
         assert reader.steps(job=JOB) == [] and len(reader.processes()) == 1
@@ -367,6 +368,32 @@ def test_a_schema_3_file_gains_the_step_counters(store_path: Path):
         store.record(dataclasses.replace(tick(T0 + 1, [proc(1)]), steps=(_mark(T0 + 1, 7),)))
         assert [r.step for r in store.steps(job=JOB)] == [7]
         assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+
+
+def test_the_highest_read_between_ticks_is_kept_and_folds_into_its_buckets_highest(store_path: Path):
+    """Schema 5: beside each tick's figures, the highest anonymous memory of each process and anon + shmem of
+    each cgroup read between it and the tick before (agent.peaks); a file of schema 4 gains the columns."""
+    with opened(store_path) as store:
+        store.record(tick(T0, [proc(1)], [cgroup()]))
+    as_schema(store_path, 4)
+    reader = open_readonly(store_path)
+    try:
+        assert [p.anon_peak for p in reader.processes()] == [None]
+        assert [c.unreclaimable_peak for c in reader.cgroups()] == [None]
+    finally:
+        reader.close()
+    with opened(store_path, fine_seconds=60, coarse_step=10) as store:
+        for k in range(1, 100):
+            top = (300 + k % 10) * MIB if k % 2 else None  # read between ticks every other tick
+            cg = dataclasses.replace(cgroup(), unreclaimable_peak=None if top is None else 4 * top)
+            store.record(tick(T0 + k, [proc(1, anon_peak=top)], [cg]))
+        assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+        assert [p.anon_peak for p in store.processes()][:4] == [None, 301 * MIB, None, 303 * MIB]
+        assert [c.unreclaimable_peak for c in store.cgroups()][:3] == [None, 4 * 301 * MIB, None]
+        store.maintain(T0 + 100)
+        coarse = [p for p in store.processes() if p.resolution == 10]
+        assert [p.anon_peak for p in coarse] == [309 * MIB] * 4  # each bucket's highest
+        assert [c.unreclaimable_peak for c in store.cgroups() if c.resolution == 10] == [4 * 309 * MIB] * 4
 
 
 def test_a_newer_schema_is_moved_aside_not_written_into(store_path: Path):

@@ -7,9 +7,11 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from oomwatch.agent.history.store import HistoryStore
 from oomwatch.agent.tick import CgroupSample, ProcessSample, StepMark, Tick
-from tests.conftest import run_oomwatch
+from tests.conftest import ROOT, run_oomwatch
 from tests.estimate.schema import valid
 
 MIB = 1 << 20
@@ -105,3 +107,62 @@ def test_a_counter_too_short_to_time_says_so(tmp_path: Path):
     done = run_oomwatch("estimate", "--job", "run-11", "--state-dir", str(tmp_path), "--steps", "100")
     assert done.returncode == 2
     assert "shows its step counter only from step 3 to 4 in 1.0 s, too few" in done.stderr.decode(), done.stderr
+
+
+def _as_agent_history(report: dict, state: Path, job: str) -> None:
+    """A run report's samples written into an agent history by the real store, tick by tick, as the agent
+    would have recorded them: each process and the job's cgroup with the figures the report holds (the bytes
+    read, the highest read between ticks), and the step counter's readings with the tick that found them."""
+    samples = report["samples"]
+    ticks: dict[float, tuple[list[ProcessSample], list[CgroupSample]]] = {}
+    for p in samples["processes"]:
+        for point in p["points"]:
+            v = dict(zip(samples["process_columns"], point, strict=True))
+            ticks.setdefault(v["time"], ([], []))[0].append(ProcessSample(
+                pid=p["pid"], ppid=1, comm=p["comm"], role=p["role"], job=job, rank=p["rank"], local_rank=p["rank"],
+                state="S", rss=v["rss"], anon=v["anon"], file=None, shmem=v["shmem"], swap=0, hwm=None, pss=v["pss"],
+                uss=v["uss"], rchar=v["rchar"], anon_peak=v["anon_peak"], cgroup="/job"))  # fmt: skip
+    for point in samples["cgroup"]["points"]:
+        v = dict(zip(samples["cgroup_columns"], point, strict=True))
+        ticks.setdefault(v["time"], ([], []))[1].append(CgroupSample(
+            path="/job", version=1, usage=v["usage"], limit=v["limit"], effective_limit=v["limit"], peak=None,
+            anon=v["anon"], file=v["file"], shmem=v["shmem"], swap=0, oom_kills=0, pressure=None, jobs=(job,),
+            unreclaimable_peak=v["unreclaimable_peak"]))  # fmt: skip
+    progress = report["progress"]
+    marks = [StepMark(t, job, progress["rule"], "", progress["total"], n) for t, n in progress["points"]]
+    times = sorted(ticks)
+    with HistoryStore(state / "history.db") as store:
+        for i, t in enumerate(times):
+            until = times[i + 1] if i + 1 < len(times) else float("inf")
+            found = tuple(m for m in marks if (i == 0 or m.time >= t) and m.time < until)
+            store.record(Tick(time=t, duration=0.01, processes=tuple(ticks[t][0]), cgroups=tuple(ticks[t][1]),
+                              steps=found))  # fmt: skip
+
+
+REAL_RUNS = ROOT / "bench" / "results" / "estimate_accuracy" / "fresh-r9" / "runs" / "rep1"
+
+
+@pytest.mark.parametrize(("case", "longer"), [
+    ("keep_in_memory/broken-ranks2-free", ()),  # its counter: 15 steps in 0.1 s, too few to time a longer run
+    ("rank_leak/broken-ranks1-free", ("--steps", "400")),
+    ("dict_cache/broken-workers1-free", ("--steps", "400")),
+    ("manager_cache/broken-workers2-free", ("--steps", "400")),
+])  # fmt: skip
+def test_the_same_samples_from_the_agents_history_give_the_same_estimate_as_from_a_run_report(
+    tmp_path: Path, case: str, longer: tuple[str, ...]
+) -> None:
+    """Every path agrees: a real run's samples (oomwatch run --report, bench/results), read from the agent's
+    history, give the same projection, fixes and assumptions. Before, the history's bytes read and highest read
+    between ticks did not reach the estimate: a per-rank copy's fix measured the copy by its steepest climb, not
+    by what the rank read, and a bounded cache's fix left a rank at 255 MiB, not 273."""
+    report = REAL_RUNS / case / "report.json"
+    _as_agent_history(json.loads(report.read_text()), tmp_path, "real-run")
+    scale = ("--ranks", "4", "--workers", "4", "--limit", "1500M", *longer, "--format", "json")
+    answers = []
+    for source in (("--report", str(report)), ("--job", "real-run", "--state-dir", str(tmp_path))):
+        done = run_oomwatch("estimate", *source, *scale)
+        assert done.returncode == 0, done.stderr.decode()
+        doc = valid(json.loads(done.stdout))
+        assert doc["what_if"], "a fix to compare"
+        answers.append({k: v for k, v in doc.items() if k != "source"})
+    assert answers[0] == answers[1]

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from oomwatch.agent.history.schema import (
+    CGROUP_PEAKS,
     CGROUP_PRESSURE,
     CGROUP_SIZES,
     NODE_COLUMNS,
@@ -36,7 +37,7 @@ def fold(conn: sqlite3.Connection, now: float, fine_seconds: float, coarse_step:
     args = {"lo": lo, "cut": cut, "step": step}
     window = "time >= :lo AND time < :cut AND resolution < :step"
     maxes = ", ".join(f"MAX({c}) AS {c}" for c in PROCESS_SIZES)
-    cg_maxes = ", ".join(f"MAX({c})" for c in (*CGROUP_SIZES, *CGROUP_PRESSURE))
+    cg_maxes = ", ".join(f"MAX({c})" for c in (*CGROUP_SIZES, *CGROUP_PRESSURE, *CGROUP_PEAKS))
     conn.execute("BEGIN")
     conn.execute(
         f"""WITH agg AS (
@@ -49,7 +50,7 @@ def fold(conn: sqlite3.Connection, now: float, fine_seconds: float, coarse_step:
     )  # the label (role, rank, comm) of the bucket's last row (rows are appended): the latest the sampler knew
     conn.execute(f"DELETE FROM process WHERE {window}", args)
     conn.execute(
-        f"""INSERT INTO cgroup (time, resolution, label, {", ".join((*CGROUP_SIZES, *CGROUP_PRESSURE))})
+        f"""INSERT INTO cgroup (time, resolution, label, {", ".join((*CGROUP_SIZES, *CGROUP_PRESSURE, *CGROUP_PEAKS))})
             SELECT MIN(time), :step, label, {cg_maxes}
             FROM cgroup WHERE {window} GROUP BY label, CAST(time / :step AS INTEGER)""",
         args,

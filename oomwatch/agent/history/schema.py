@@ -13,14 +13,15 @@ from pathlib import Path
 log = logging.getLogger("oomwatch.agent")
 
 FORMAT = "oomwatch.history"
-SCHEMA_VERSION = 4  # 2 added memory pressure (PSI avg10) to cgroup and node rows, and node totals; 3 rchar;
-# 4 the jobs' step counters (the step table)
+SCHEMA_VERSION = 5  # 2 added memory pressure (PSI avg10) to cgroup and node rows, and node totals; 3 rchar;
+# 4 the jobs' step counters (the step table); 5 the highest read between ticks (anon_peak, unreclaimable_peak)
 
 
-PROCESS_SIZES = ("rss", "anon", "file", "shmem", "swap", "hwm", "pss", "uss", "swap_pss", "rchar")
+PROCESS_SIZES = ("rss", "anon", "file", "shmem", "swap", "hwm", "pss", "uss", "swap_pss", "rchar", "anon_peak")
 # "limit" is an SQL keyword: the column is mem_limit, the field limit
 CGROUP_SIZES = ("usage", "mem_limit", "effective_limit", "anon", "file", "shmem", "swap", "oom_kills")
 CGROUP_PRESSURE = ("pressure_some", "pressure_full")  # PSI avg10, percent (REAL)
+CGROUP_PEAKS = ("unreclaimable_peak",)  # after the pressure columns (schema 5)
 NODE_COLUMNS = ("time", "resolution", "mem_available", "swap_free", "oom_kills", "mem_total", "swap_total",
                  "pressure_some", "pressure_full")  # fmt: skip
 # what schema 2 added to a schema 1 file: (table, column, type)
@@ -33,7 +34,11 @@ ADDED_IN_2 = (
 # what schema 3 added: the bytes each process had read (/proc/PID/io rchar; a counter: its fold, the
 # bucket's largest, is its last value)
 ADDED_IN_3 = (("process", "rchar", "INTEGER"),)
-ADDED = ((2, ADDED_IN_2), (3, ADDED_IN_3))
+# what schema 5 added: the highest a process's anonymous memory and a cgroup's anon + shmem reached between a
+# tick and the one before it, read every 20 ms while the job is in its first steps (agent.peaks; None otherwise);
+# a coarse row keeps its bucket's highest
+ADDED_IN_5 = (("process", "anon_peak", "INTEGER"), ("cgroup", "unreclaimable_peak", "INTEGER"))
+ADDED = ((2, ADDED_IN_2), (3, ADDED_IN_3), (5, ADDED_IN_5))
 
 # what schema 4 added: each job's step counters as its output showed them (agent.steps), one row per counter and
 # tick it moved in; a coarse row keeps its bucket's highest step (at that reading's time)
@@ -64,7 +69,8 @@ CREATE TABLE cgroup_label (id INTEGER PRIMARY KEY, path TEXT NOT NULL, jobs TEXT
 CREATE INDEX cgroup_label_path ON cgroup_label (path);
 CREATE TABLE cgroup (
     time REAL NOT NULL, resolution REAL NOT NULL, label INTEGER NOT NULL,
-    {", ".join(f"{c} INTEGER" for c in CGROUP_SIZES)}, {", ".join(f"{c} REAL" for c in CGROUP_PRESSURE)}
+    {", ".join(f"{c} INTEGER" for c in CGROUP_SIZES)}, {", ".join(f"{c} REAL" for c in CGROUP_PRESSURE)},
+    {", ".join(f"{c} INTEGER" for c in CGROUP_PEAKS)}
 );
 CREATE INDEX cgroup_time ON cgroup (time);
 CREATE INDEX cgroup_label_time ON cgroup (label, time);
@@ -85,7 +91,7 @@ SELECT_PROCESS = f"""SELECT p.time, p.resolution, p.pid, j.name, l.role, l.rank,
 SELECT_STEP = """SELECT s.time, s.resolution, j.name, s.rule, s.name, s.total, s.step
     FROM step AS s JOIN job AS j ON j.id = s.job"""
 SELECT_CGROUP = f"""SELECT c.time, c.resolution, l.path, l.jobs, {", ".join(f"c.{x}" for x in CGROUP_SIZES)},
-    {", ".join(f"c.{x}" for x in CGROUP_PRESSURE)}
+    {", ".join(f"c.{x}" for x in (*CGROUP_PRESSURE, *CGROUP_PEAKS))}
     FROM cgroup AS c JOIN cgroup_label AS l ON l.id = c.label"""
 
 
@@ -109,6 +115,7 @@ class ProcessRow:
     uss: int | None
     swap_pss: int | None
     rchar: int | None = None  # bytes read so far (schema 3; None in older files)
+    anon_peak: int | None = None  # the highest anon read since the tick before (schema 5; None when not read)
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,7 @@ class CgroupRow:
     oom_kills: int | None
     pressure_some: float | None = None  # PSI avg10 in percent (v2 cgroups); a coarse row keeps the bucket's highest
     pressure_full: float | None = None
+    unreclaimable_peak: int | None = None  # the highest anon + shmem read since the tick before (schema 5)
 
 
 @dataclass(frozen=True)

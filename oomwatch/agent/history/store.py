@@ -48,6 +48,7 @@ from typing import Any
 from oomwatch.agent.history import bounds
 from oomwatch.agent.history.reader import HistoryReader
 from oomwatch.agent.history.schema import (
+    CGROUP_PEAKS,
     CGROUP_PRESSURE,
     CGROUP_SIZES,
     LABEL_COLUMNS,
@@ -255,14 +256,15 @@ class HistoryStore(HistoryReader):
                 (t, res, p.pid, self._id(new_ids, "job", (p.job,)),
                  self._id(new_ids, "label", (p.role, p.rank, p.local_rank, p.comm)),
                  p.rss, p.anon, p.file, p.shmem, p.swap, p.hwm,
-                 *((p.pss, p.uss, p.swap_pss, p.rchar) if p.pid in fresh else (None, None, None, None)))
+                 *((p.pss, p.uss, p.swap_pss, p.rchar) if p.pid in fresh else (None, None, None, None)),
+                 p.anon_peak)
                 for p in tick.processes
                 if p.in_job
             ]  # fmt: skip
             cgroups = [
                 (t, res, self._id(new_ids, "cgroup_label", (c.path, ",".join(c.jobs))),
                  c.usage, c.limit, c.effective_limit, c.anon, c.file, c.shmem, c.swap, c.oom_kills,
-                 *_avg10(c.pressure))
+                 *_avg10(c.pressure), c.unreclaimable_peak)
                 for c in tick.cgroups
             ]  # fmt: skip
             if processes:
@@ -270,7 +272,8 @@ class HistoryStore(HistoryReader):
                                  processes)  # fmt: skip
             if cgroups:
                 conn.executemany(
-                    insert("cgroup", ("time", "resolution", "label", *CGROUP_SIZES, *CGROUP_PRESSURE)), cgroups
+                    insert("cgroup", ("time", "resolution", "label", *CGROUP_SIZES, *CGROUP_PRESSURE, *CGROUP_PEAKS)),
+                    cgroups,
                 )
             steps = [(m.time, res, self._id(new_ids, "job", (m.job,)), m.rule, m.name, m.total, m.step)
                      for m in tick.steps]  # fmt: skip
