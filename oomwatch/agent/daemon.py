@@ -26,11 +26,13 @@ from oomwatch.agent.history.store import HistoryStore
 from oomwatch.agent.incidents.counter import CounterKills
 from oomwatch.agent.incidents.sigkills import Sigkills
 from oomwatch.agent.incidents.writer import Incidents
+from oomwatch.agent.peaks import PeakWatch, joined
 from oomwatch.agent.sample.sampler import Sampler
 from oomwatch.agent.serve.exporter import AgentCollector, registry_for
 from oomwatch.agent.serve.http import MetricsServer
 from oomwatch.agent.serve.webconfig import WebConfig, load_web_config
 from oomwatch.agent.steps import InThread, StepWatch
+from oomwatch.agent.tick import Tick
 from oomwatch.agent.watch.exits import ExitWatcher
 from oomwatch.agent.watch.journal import JOURNAL, JournalWatcher, journal_readable
 from oomwatch.agent.watch.kmsg import KmsgWatcher
@@ -85,6 +87,8 @@ class Agent:
         self.exits: ExitWatcher | None = None
         self.counter_kills: CounterKills | None = None  # incidents from the counters, without a kernel log
         self.steps: InThread | None = None  # the jobs' step counters in their output, for the history
+        # the highest memory of the jobs in their first steps between ticks (every 20 ms), for the history
+        self.peaks: PeakWatch | None = None
 
     def _open_state(self) -> None:
         """History, incidents and the kernel-log watcher; each missing piece is said once, and the
@@ -105,6 +109,7 @@ class Agent:
         incidents = self.incidents
         # a job's first steps bring ticks of their own (agent.steps): the loop is woken, its schedule kept
         self.steps = InThread(StepWatch(incidents.step_rules, self.paths.proc), on_step=self._wake.set)
+        self.peaks = PeakWatch(self.paths).start()
         if self.config.kernel_log is not None and str(self.config.kernel_log) == JOURNAL:
             why = journal_readable()
             if why is not None:
@@ -218,6 +223,8 @@ class Agent:
                 self.watcher.stop(timeout=0.5)
             if self.exits is not None:
                 self.exits.stop(timeout=0.5)
+            if self.peaks is not None:
+                self.peaks.close()
             if self.history is not None:
                 self.history.close()
             self.sampler.close()
@@ -233,6 +240,8 @@ class Agent:
             started = time.monotonic()
             early = due - started > EARLY  # woken before its time (a job's step, a reload): the schedule stays
             tick = self.sampler.tick()
+            if self.peaks is not None:
+                tick = self._with_peaks(tick, self.peaks)
             self.collector.update(tick)
             if self.incidents is not None:
                 self.incidents.observe(tick)
@@ -270,6 +279,17 @@ class Agent:
                 delay = 0
             self._wake.wait(delay)
             self._wake.clear()
+
+    def _with_peaks(self, tick: Tick, peaks: PeakWatch) -> Tick:
+        """``tick`` with the highest memory read since the tick before, and ``peaks`` told what to read until the
+        next: the processes and cgroups of the jobs before or in their first steps (agent.steps)."""
+        tick = joined(tick, *peaks.take())
+        opening = self.steps.opening() if self.steps is not None else frozenset()
+        pids = [p.pid for p in tick.processes if p.in_job and p.job in opening]
+        dirs = self.sampler.memory_dirs
+        groups = {c.path: dirs[c.path] for c in tick.cgroups if c.path in dirs and opening.intersection(c.jobs)}
+        peaks.watch(pids, groups)
+        return tick
 
     def reload(self) -> None:
         try:

@@ -6,7 +6,13 @@ that, and they are what an OOM kill and the size a job needs are decided by. ``P
 files in a thread of its own, every ``interval`` (20 ms): ``/proc/PID/statm`` of each process the last tick saw
 (its anonymous memory: resident less shared, in pages) and the ``memory.stat`` of each cgroup it saw (anonymous
 and shmem pages); ``take()`` hands the highest of each since the last call to the tick that follows, and starts
-again. A pid that exits between ticks is skipped until the next tick names the pids again.
+again. A pid that exits between ticks is skipped until the next tick names the pids again. Watching nothing, it
+waits without reading.
+
+The agent watches the processes and cgroups of the jobs in their first training steps only (agent.steps: their
+output files are read every 20 ms then too): how far a step rises above where it ends is read there
+(estimate.model's step_rise), and a node's dozens of processes are not read 50 times a second for its days.
+``joined`` puts what was read beside a tick's figures, as the history keeps them.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
+from oomwatch.agent.tick import Tick
 from oomwatch.paths import HostPaths
 from oomwatch.procfs.statm import PAGE_SIZE, parse_statm
 
@@ -53,6 +61,7 @@ class PeakWatch:
         self._procs: dict[int, int] = {}
         self._groups: dict[str, int] = {}
         self._stop = threading.Event()
+        self._watching = threading.Event()  # set while it has something to read (or is closing)
         self._thread: threading.Thread | None = None
 
     def watch(self, pids: Iterable[int], cgroups: Mapping[str, Path]) -> None:
@@ -60,6 +69,10 @@ class PeakWatch:
         with self._lock:
             self._pids = tuple(pids)
             self._cgroups = tuple(cgroups.items())
+            if self._pids or self._cgroups:
+                self._watching.set()
+            else:
+                self._watching.clear()
 
     def take(self) -> tuple[dict[int, int], dict[str, int]]:
         """(pid -> highest anonymous bytes, cgroup path -> highest anon + shmem bytes) since the last take."""
@@ -103,12 +116,32 @@ class PeakWatch:
 
     def close(self) -> None:
         self._stop.set()
+        self._watching.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._stop.is_set():
+            self._watching.wait()  # nothing to read: no wake-ups
+            if self._stop.wait(self.interval):
+                return
             self.read_once()
+
+
+def joined(tick: Tick, procs: Mapping[int, int], groups: Mapping[str, int]) -> Tick:
+    """``tick`` with what was read between it and the tick before (``PeakWatch.take()``) beside its figures: each
+    process read then gets its highest anonymous memory (``anon_peak``), each cgroup its highest anon + shmem
+    (``unreclaimable_peak``), the tick's own reading included."""
+    if not procs and not groups:
+        return tick
+    processes = tuple(
+        replace(p, anon_peak=max(procs[p.pid], p.anon or 0)) if p.pid in procs else p for p in tick.processes
+    )
+    cgroups = tuple(
+        replace(c, unreclaimable_peak=max(groups[c.path], (c.anon or 0) + (c.shmem or 0))) if c.path in groups else c
+        for c in tick.cgroups
+    )
+    return replace(tick, processes=processes, cgroups=cgroups)
 
 
 def _page_size() -> int:

@@ -105,6 +105,10 @@ class StepWatch:
         """Whether a located job is still before or in its first steps (its files are read between ticks)."""
         return bool(self._opening())
 
+    def opening(self) -> frozenset[str]:
+        """The located jobs still before or in their first steps."""
+        return frozenset(self._opening())
+
     def poll_every(self) -> float | None:
         """Seconds until the next ``poll``: POLL while a job is in its first steps, WAITING_POLL while one is
         before them only, None when none is (nothing is read between ticks)."""
@@ -224,6 +228,7 @@ class InThread:
         self._wake = threading.Event()
         self._pending: tuple[float, Mapping[str, Sequence[OutputFile]]] | None = None
         self._ready: list[StepMark] = []
+        self._opening: frozenset[str] = frozenset()  # as the thread last found them
         self._thread = threading.Thread(target=self._run, name="oomwatch-steps", daemon=True)
         self._thread.start()
 
@@ -233,6 +238,11 @@ class InThread:
             ready, self._ready = self._ready, []
         self._wake.set()
         return ready
+
+    def opening(self) -> frozenset[str]:
+        """The jobs before or in their first steps, as of the thread's last read (``StepWatch.opening``)."""
+        with self._lock:
+            return self._opening
 
     def _run(self) -> None:
         every: float | None = None
@@ -245,11 +255,13 @@ class InThread:
             try:
                 marks = self.watch.read(*request) if request is not None else self.watch.poll(self.wall())
                 every = self.watch.poll_every()
+                opening = self.watch.opening()
             except Exception:  # a bug must not end the thread: the next tick tries again
                 log.exception("reading the jobs' step counters failed")
                 every = None
                 continue
             with self._lock:
                 self._ready.extend(marks)
+                self._opening = opening
             if self.watch.wanted != wanted and self.on_step is not None:
                 self.on_step()

@@ -27,3 +27,23 @@ for step in range(60):
 json.dump(levels, open(sys.argv[1], "w"))
 time.sleep(float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
 """
+
+# A loop whose steps rise above where they end: each takes 48 MiB of activations for 60 ms and frees them (back to
+# the system: a large block) before it prints the step, as a training step frees its activations and gradients.
+# It holds 64 MiB once set up, waits argv[1] seconds before its first step and argv[2] after its 30th.
+RISING_LOOP = r"""
+import sys, time
+base = bytearray(64 << 20)
+for i in range(0, len(base), 4096):
+    base[i] = 1
+time.sleep(float(sys.argv[1]))
+for step in range(30):
+    activations = bytearray(48 << 20)
+    for i in range(0, len(activations), 4096):
+        activations[i] = 1
+    time.sleep(0.06)
+    del activations
+    print(f"step {step} loss 0.5", flush=True)
+    time.sleep(0.01)
+time.sleep(float(sys.argv[2]))
+"""

@@ -21,7 +21,7 @@ from oomwatch.agent.tick import StepMark
 from oomwatch.engine.rules.loader import load_rules
 from oomwatch.estimate.model import WARM_STEPS
 from tests.agent.agentproc import AgentProcess, wait_ticks
-from tests.agent.loops import FAST_LOOP
+from tests.agent.loops import FAST_LOOP, RISING_LOOP
 from tests.conftest import run_oomwatch
 
 RULES = load_rules(()).steps
@@ -307,3 +307,32 @@ def test_the_agent_samples_a_fast_jobs_first_steps_and_estimate_reads_its_level_
     levels = json.loads(levels_file.read_text())
     assert rank.warm is not None
     assert rank.warm == pytest.approx(levels[first], abs=6 << 20), (rank.warm >> 20, levels[first] >> 20)
+
+
+def test_the_agent_reads_how_far_a_jobs_first_steps_rise_between_its_ticks(tmp_path: Path) -> None:
+    """Over a job's first steps the agent reads its processes' memory every 20 ms (agent.peaks), as `oomwatch run`
+    does: the history keeps the highest beside each tick, and estimate --job reads how far a step rose above where
+    it ended (what a bounded cache's fix adds to the level once warm). Past them, nothing is read between ticks."""
+    from oomwatch.agent.history.reader import open_readonly
+    from oomwatch.estimate.inputs import from_history
+    from oomwatch.estimate.model import build
+    from oomwatch.estimate.steps import clock
+
+    state, job_id = tmp_path / "state", f"oomwatch-rising-{os.getpid()}"
+    _under_agent(tmp_path, RISING_LOOP, ["3", "3"], job_id, interval=1.0)
+    store = open_readonly(state / "history.db")
+    try:
+        rows, step_rows = store.processes(job=job_id), store.steps(job=job_id)
+    finally:
+        store.close()
+    assert step_rows, "no step read"
+    rank = [r for r in rows if r.role == "rank"]
+    rose = [(r.anon_peak - r.anon) >> 20 for r in rank if r.anon_peak is not None and r.anon is not None]
+    assert rose and max(rose) >= 40, rose  # a step's 48 MiB, read between ticks
+    last_step = max(float(r.time) for r in step_rows)
+    late = [r for r in rank if float(r.time) > last_step + 1.5]  # its 3 s after its steps: not read between ticks
+    assert late and all(r.anon_peak is None for r in late), [(r.time - last_step, r.anon_peak) for r in late]
+    recorded = from_history(rows, (), "history", step_rows)
+    model = build(recorded.traces, recorded.job, clock(recorded.progress, recorded.started))
+    role = model.roles["rank"]
+    assert role.step_rise is not None and 40 << 20 <= role.step_rise <= 52 << 20, role.step_rise
