@@ -29,7 +29,8 @@ time.sleep(float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
 """
 
 # A loop whose steps rise above where they end: each takes 48 MiB of activations for 60 ms and frees them (back to
-# the system: a large block) before it prints the step, as a training step frees its activations and gradients.
+# the system: a large block) before it prints the step, as a training step frees its activations and gradients;
+# 150 ms pass before the next (its data loading), so the sample a step's line brings reads where the step ended.
 # It holds 64 MiB once set up, waits argv[1] seconds before its first step and argv[2] after its 30th.
 RISING_LOOP = r"""
 import sys, time
@@ -44,6 +45,6 @@ for step in range(30):
     time.sleep(0.06)
     del activations
     print(f"step {step} loss 0.5", flush=True)
-    time.sleep(0.01)
+    time.sleep(0.15)
 time.sleep(float(sys.argv[2]))
 """
