@@ -11,7 +11,8 @@ waits without reading.
 
 The agent watches the processes and cgroups of the jobs in their first training steps only (agent.steps: their
 output files are read every 20 ms then too): how far a step rises above where it ends is read there
-(estimate.model's step_rise), and a node's dozens of processes are not read 50 times a second for its days.
+(estimate.model's step_rise), and a node's dozens of processes are not read 50 times a second for its days (16
+processes and their cgroup: 138 us of a CPU a round, 0.7% of one every 20 ms).
 ``joined`` puts what was read beside a tick's figures, as the history keeps them.
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from oomwatch.agent.tick import Tick
 from oomwatch.paths import HostPaths
-from oomwatch.procfs.statm import PAGE_SIZE, parse_statm
+from oomwatch.procfs.statm import PAGE_SIZE
 
 INTERVAL = 0.02  # seconds between readings
 # memory.stat keys of the memory that cannot be reclaimed: v1 (with the children's, as the sampler reads it), v2
@@ -56,8 +57,8 @@ class PeakWatch:
         self.interval = interval
         self.page_size = page_size or _page_size()
         self._lock = threading.Lock()
-        self._pids: tuple[int, ...] = ()
-        self._cgroups: tuple[tuple[str, Path], ...] = ()
+        self._pids: tuple[tuple[int, bytes], ...] = ()  # each pid, with its statm's path
+        self._cgroups: tuple[tuple[str, bytes], ...] = ()  # each cgroup's path, with its memory.stat's
         self._procs: dict[int, int] = {}
         self._groups: dict[str, int] = {}
         self._stop = threading.Event()
@@ -66,9 +67,10 @@ class PeakWatch:
 
     def watch(self, pids: Iterable[int], cgroups: Mapping[str, Path]) -> None:
         """What to read from now on: these pids, and these cgroups (path -> the folder of their memory.stat)."""
+        statm = tuple((pid, os.fsencode(self.paths.proc / str(pid) / "statm")) for pid in pids)
+        stat = tuple((path, os.fsencode(self.paths.cgroup / where / "memory.stat")) for path, where in cgroups.items())
         with self._lock:
-            self._pids = tuple(pids)
-            self._cgroups = tuple(cgroups.items())
+            self._pids, self._cgroups = statm, stat
             if self._pids or self._cgroups:
                 self._watching.set()
             else:
@@ -86,19 +88,14 @@ class PeakWatch:
         with self._lock:
             pids, cgroups = self._pids, self._cgroups
         procs: dict[int, int] = {}
-        for pid in pids:
-            try:
-                statm = parse_statm((self.paths.proc / str(pid) / "statm").read_text(), self.page_size)
-            except OSError:  # it exited (or its pid is not ours to read)
-                continue
-            if statm.resident is not None and statm.shared is not None:
-                procs[pid] = max(0, statm.resident - statm.shared)
+        for pid, statm_path in pids:
+            data = _read(statm_path)  # None: it exited (or its pid is not ours to read)
+            if data is not None and (anon := _anon(data, self.page_size)) is not None:
+                procs[pid] = anon
         groups: dict[str, int] = {}
-        for path, folder in cgroups:
-            try:
-                value = unreclaimable((self.paths.cgroup / folder / "memory.stat").read_text())
-            except OSError:
-                continue
+        for path, stat_path in cgroups:
+            data = _read(stat_path, 64 << 10)
+            value = unreclaimable(data.decode("ascii", "replace")) if data is not None else None
             if value is not None:
                 groups[path] = value
         with self._lock:
@@ -142,6 +139,31 @@ def joined(tick: Tick, procs: Mapping[int, int], groups: Mapping[str, int]) -> T
         for c in tick.cgroups
     )
     return replace(tick, processes=processes, cgroups=cgroups)
+
+
+def _read(path: bytes, most: int = 256) -> bytes | None:
+    """The first ``most`` bytes of a small /proc or cgroup file (what one read returns; pathlib's read_text took
+    three times as long: 20 us a statm against 7.6), or None when it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, most)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _anon(statm: bytes, page_size: int) -> int | None:
+    """Resident less shared bytes of a ``/proc/PID/statm`` text (its anonymous memory), None when it says neither."""
+    fields = statm.split()
+    try:
+        resident, shared = int(fields[1]), int(fields[2])
+    except (IndexError, ValueError):
+        return None
+    return max(0, resident - shared) * page_size
 
 
 def _page_size() -> int:

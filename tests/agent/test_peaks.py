@@ -34,6 +34,12 @@ def test_the_highest_since_the_last_take_is_handed_on_and_a_gone_pid_is_skipped(
     at(1500, 200, 5 * MIB, 0)
     watch.read_once()
     assert watch.take() == ({7: 1300 * 4096}, {"/job": 5 * MIB})
+    (proc / "7" / "statm").write_text("90000\n")  # cut short, or not numbers: no reading, not a zero
+    (cg / "job" / "memory.stat").write_text("cache 0\n")
+    watch.read_once()
+    (proc / "7" / "statm").write_text("90000 x 200 1 0 80000 0\n")
+    watch.read_once()
+    assert watch.take() == ({}, {})
 
 
 def test_memory_stat_of_either_version_gives_anon_and_shmem():
