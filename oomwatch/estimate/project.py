@@ -171,11 +171,17 @@ def _along_epoch(role: Role, part: float) -> float | None:
     return None if later is None else here + (later - here) * (at - i)
 
 
+def _per_role(
+    model: Model, scale: Scale, steps: StepClock | None
+) -> Iterator[tuple[str, int, tuple[float, float, float]]]:
+    """Each role by name: how many of it one node holds at ``scale``, and one's (peak, low, high)."""
+    for name, role in sorted(model.roles.items()):
+        yield name, count(role, model, scale), _each(role, model, scale, steps)
+
+
 def _needed(model: Model, scale: Scale, steps: StepClock | None) -> float:
     """What one node needs at ``scale`` (the estimate's point, without its interval)."""
-    return _shared(model, scale) + sum(
-        count(role, model, scale) * _each(role, model, scale, steps)[0] for role in model.roles.values()
-    )
+    return _shared(model, scale) + sum(n * each for _, n, (each, _, _) in _per_role(model, scale, steps))
 
 
 def project(model: Model, scale: Scale, limit: int | None = None, steps: StepClock | None = None) -> Projection:
@@ -183,9 +189,7 @@ def project(model: Model, scale: Scale, limit: int | None = None, steps: StepClo
     shared = _shared(model, scale)
     shares, needed, low, high = [], shared, 0.0, 0.0
     low = high = needed
-    for name, role in sorted(model.roles.items()):
-        n = count(role, model, scale)
-        each, lo, hi = _each(role, model, scale, steps)
+    for name, n, (each, lo, hi) in _per_role(model, scale, steps):
         shares.append(Share(name, n, each, n * each))
         needed += n * each
         low += n * max(0.0, lo)
