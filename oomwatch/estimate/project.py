@@ -58,6 +58,9 @@ class Projection:
     seconds_to_limit: float | None = None  # when it grows past the limit during the run
     assumptions: tuple[str, ...] = ()
     step_at_limit: float | None = None  # the step it is at then, when the run printed its steps
+    # it needed the limit already where the measured run's growth was read to (its last step, or its end):
+    # seconds_to_limit is that moment, and the limit came then or before (the samples do not say when)
+    limit_by_then: bool = False
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,7 @@ def _against(p: Projection, model: Model, scale: Scale, steps: StepClock | None 
         seconds = _crossing(model, scale, steps, p.limit, until)
     elif verdict != "over":  # it fits where the samples end and grows at its rate from there
         seconds = until + (p.limit - p.needed) / rate
-    return replace(p, verdict=verdict, seconds_to_limit=seconds)
+    return replace(p, verdict=verdict, seconds_to_limit=seconds, limit_by_then=seconds is not None and seconds <= until)
 
 
 def _crossing(model: Model, scale: Scale, steps: StepClock | None, limit: int, until: float) -> float | None:

@@ -44,9 +44,14 @@ def _fit_line(p: Projection) -> str | None:
         return None
     line = f"Against the limit of {human(p.limit)}: {VERDICTS[p.verdict]}"
     if p.seconds_to_limit is not None:
-        line += f"; it grows into the limit about {p.seconds_to_limit:.0f} s into the run"
+        at = "by" if p.limit_by_then else "at about"
+        if p.limit_by_then:  # reached inside what was measured: when exactly, the samples do not say
+            line += (f"; it needs the limit already by {p.seconds_to_limit:.0f} s into the run (where the "
+                     "measured growth ends)")  # fmt: skip
+        else:
+            line += f"; it grows into the limit about {p.seconds_to_limit:.0f} s into the run"
         if p.step_at_limit is not None:
-            line += f", at about step {p.step_at_limit:.0f}"
+            line += f", {at} step {p.step_at_limit:.0f}"
             if p.scale.steps is not None:
                 line += f" of {p.scale.steps}"
     return line + "."
@@ -142,6 +147,7 @@ def _projection_json(p: Projection) -> dict[str, Any]:
         "limit_bytes": p.limit, "verdict": p.verdict,
         "seconds_to_limit": None if p.seconds_to_limit is None else round(p.seconds_to_limit, 1),
         "step_at_limit": None if p.step_at_limit is None else round(p.step_at_limit),
+        "limit_by_then": p.limit_by_then,
         "assumptions": list(p.assumptions),
     }  # fmt: skip
 

@@ -13,6 +13,7 @@ from oomwatch.estimate.inputs import EstimateInputError, from_report
 from oomwatch.estimate.model import JobPoint, Point, Trace, build, process_model
 from oomwatch.estimate.project import Scale, loaded, project
 from oomwatch.estimate.steps import clock
+from oomwatch.render.estimate import render_text
 from tests.conftest import FIXTURES
 
 MIB = 1 << 20
@@ -176,12 +177,19 @@ def test_a_cache_filling_over_epochs_reaches_the_limit_where_its_own_projection_
         assert p.verdict == "over" and p.seconds_to_limit is not None and p.step_at_limit is not None
         then = project(model, replace(scale, seconds=p.seconds_to_limit), steps=ticks).needed
         assert then == pytest.approx(limit, rel=1e-3)  # a run that long needs the limit
-        assert ticks.last[0] < p.seconds_to_limit < scale.seconds
+        assert ticks.last[0] < p.seconds_to_limit < scale.seconds and not p.limit_by_then
+        said = " ".join(render_text(model, p, [], "r.json", steps=ticks).split())
+        assert f"grows into the limit about {p.seconds_to_limit:.0f} s into the run" in said
         at.append(p.step_at_limit)
     assert at[0] == pytest.approx(at[1], abs=1)
     # reached by the measured run's end: then; never reached: none
     scale = Scale(ranks=1, workers=4, seconds=ticks.seconds_at(1000), steps=1000)
-    assert project(model, scale, limit=400 * MIB, steps=ticks).seconds_to_limit == ticks.last[0]
+    already = project(model, scale, limit=400 * MIB, steps=ticks)
+    assert already.seconds_to_limit == ticks.last[0] and already.limit_by_then
+    # not "about" then: it needed the limit by then, at a moment the samples do not say
+    said = " ".join(render_text(model, already, [], "r.json", steps=ticks).split())
+    assert f"it needs the limit already by {ticks.last[0]:.0f} s into the run" in said
+    assert "grows into the limit about" not in said
     assert project(model, scale, limit=40 * 1024 * MIB, steps=ticks).seconds_to_limit is None
 
 
