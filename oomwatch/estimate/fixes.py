@@ -89,13 +89,17 @@ def _before(role: Role) -> tuple[float, float]:
 
 def _unloaded(role: Role) -> tuple[float, str]:
     """A role's level before it had loaded any sample, and how it was found: with its curve over the first epoch
-    known, where the line through its growth over the epoch's first half meets the epoch's start (its first
-    sample may come when it has loaded some already); else its first sample."""
+    known, where the line through its growth over the epoch's first half meets the epoch's start. Read when the
+    epoch began, its first reading can come before its first batches' buffers (a worker at 9-11 MiB then, its
+    line meeting the start at 15-17, in dict_cache runs of 2 workers): the line's. Read first once the epoch was
+    under way, it may have loaded some already, or its fill bent since (fast, then flat): the lower of the two.
+    Without the curve: its first sample."""
     marks = [(i / EPOCH_MARKS, v) for i, v in enumerate(role.by_epoch[: EPOCH_MARKS // 2 + 1]) if v is not None]
     line = fit(marks) if len(marks) >= 3 else None
     if line is not None and line[0] > 0:
-        level = line[1]
-        return max(0.0, min(role.start, level)), "where its growth over the epoch meets the epoch's start"
+        read_at_start = role.by_epoch[0] is not None
+        level = line[1] if read_at_start else min(role.start, line[1])
+        return max(0.0, level), "where its growth over the epoch meets the epoch's start"
     return role.start, "at its first sample's size"
 
 

@@ -369,6 +369,35 @@ def test_a_bounded_caches_worker_stays_where_its_growth_over_the_epoch_meets_the
     assert unknown.roles["dataloader_worker"].peak == 50 * MIB  # without the epoch: its first sample
 
 
+def test_a_worker_read_at_the_epochs_start_is_fixed_where_its_steady_growth_meets_it():
+    """Read at the epoch's start (8 MiB: forked, before its first batches' buffers), then 12 MiB of them at once
+    and 10 MiB a sample of cache: the bounded cache keeps the buffers, so the fix holds it where the line through
+    its growth over the epoch's first half meets the epoch's start, not at that first reading. A worker read before the epoch (50 MiB)
+    whose counter's first line came at step 6 of 40, and whose fill then bends (fast, then flat: a line through
+    it meets the start far above), stays at its first reading: a line through a bend says nothing of where it
+    began."""
+    main = trace(1, "rank", [300 * MIB] * 40, rank=0)
+    bar = Progress(tuple((i * 0.5, i) for i in range(40)), total=40, rule="progress_bar")  # "0/40" at 0 s
+    ticks = clock(bar, 0.0)
+    assert ticks is not None
+    cache = trace(2, "dataloader_worker", [8 * MIB] + [20 * MIB + i * 10 * MIB for i in range(1, 36)])
+    model = build([main, cache], steps=ticks)
+    worker = model.roles["dataloader_worker"]
+    assert worker.start == 8 * MIB and worker.by_epoch[0] == 8 * MIB
+    ((_, _, fixed, _),) = fixed_models(model, ["unbounded_cache"])
+    # the line through the first half's marks, its first reading among them: 17 MiB (its steady growth alone, 20)
+    assert 15 * MIB < fixed.roles["dataloader_worker"].peak <= 20 * MIB
+    late = Progress(tuple((i * 0.5, i) for i in range(6, 40)), total=40, rule="progress_bar")  # from step 6
+    late_ticks = clock(late, 0.0)
+    assert late_ticks is not None
+    bends = [50, 360, 413, 443, 459, 471, 479, 482] + [482 + i for i in range(28)]
+    model = build([main, trace(2, "dataloader_worker", [v * MIB for v in bends])], steps=late_ticks)
+    worker = model.roles["dataloader_worker"]
+    assert worker.by_epoch[0] is None and worker.start == 50 * MIB
+    ((_, _, fixed, _),) = fixed_models(model, ["unbounded_cache"])
+    assert fixed.roles["dataloader_worker"].peak == 50 * MIB
+
+
 def test_a_short_run_still_rising_at_its_end_has_not_settled():
     # 3 s of samples (a probe stopped early): too few for a line through its second half, still rising
     rank = trace(10, "rank", [100 * MIB + i * 20 * MIB for i in range(7)], rank=0)
