@@ -31,11 +31,11 @@ DOCUMENTED = {
     "first-contact-r4-workers": ("estimate_heldout_workers.py", 3, 6, 3),
     "first-contact-r5-workers": ("estimate_heldout_workers.py", 2, 4, 0),
     "first-contact-launchers": ("estimate_heldout.py", 6, 12, 3),
-    "fresh-r7": ("estimate_accuracy.py", 24, 46, 24),
+    "fresh-r7": ("estimate_accuracy.py", 24, 48, 24),
     "fresh-r8": ("estimate_accuracy.py", 24, 48, 24),
     "fresh-r9": ("estimate_accuracy.py", 24, 46, 24),
     "fresh-r10": ("estimate_accuracy.py", 24, 48, 24),
-    "fresh-r11": ("estimate_accuracy.py", 24, 47, 24),
+    "fresh-r11": ("estimate_accuracy.py", 24, 48, 24),
 }
 ARGS = {
     "heldout-3ranks": ["--default-ranks", "3", "--small", "1,2"],  # the variants of 3 ranks, from 1 and 2

@@ -352,6 +352,25 @@ def test_with_its_steps_known_a_ranks_accumulation_is_named_and_its_fix_stops_at
     assert full.step_at_limit == pytest.approx(ticks.last[1] + (1024 * MIB - held) / (8 * MIB), rel=0.02)
 
 
+def test_what_a_rank_kept_of_its_first_steps_is_read_over_every_step_past_its_warm_up():
+    """A rank at 220 MiB after its first step warms up by 40 MiB and keeps 10 MiB a step. Sampled at step 9, then
+    every 15-25 steps, the later half's three samples (steps 50, 75, 100: 60 MiB under and over the line, as a
+    heap's holes leave them) say 12.4 MiB a step; the line through every sample past the warm-up says 10.7. Taken
+    off the sample at step 9, the first gives a warm level of 238 MiB, the second 253: the fix's level is 260."""
+    at = {0: 220, 9: 350, 20: 460, 35: 610, 50: 700, 75: 1010, 100: 1320}  # step: MiB
+    rank = Trace(10, "rank", 0, "python")
+    rank.points = [Point(n * 0.05, v * MIB, v * MIB, v * MIB + 60 * MIB, v * MIB) for n, v in at.items()]
+    bar = Progress(tuple((i * 0.05, i) for i in range(101)), total=None, rule="step_word")  # 20 steps a second
+    ticks = clock(bar, 0.0)
+    assert ticks is not None
+    model = build([rank], steps=ticks)
+    r = model.roles["rank"]
+    assert r.per_step == pytest.approx(12.4 * MIB, rel=0.01)  # the later half: what the run goes on doing
+    assert r.warm == pytest.approx(260 * MIB, abs=8 * MIB)
+    ((_, _, fixed, _),) = fixed_models(model, ["unbounded_cache"])
+    assert fixed.roles["rank"].peak == pytest.approx(260 * MIB, abs=8 * MIB)
+
+
 def test_a_bounded_caches_worker_stays_where_its_growth_over_the_epoch_meets_the_epochs_start():
     """Sampled first when its cache held some already (50 MiB over its 20), it fills 10 MiB a sample over one
     epoch of 40 steps: with the epoch known, the fix keeps it at 20 MiB, not at its first sample."""
