@@ -433,19 +433,21 @@ def _kept_per_step(series: Sequence[tuple[float, int]], steps: StepClock, per_st
     if not per_step:
         return per_step
     first, window = steps.first[1], _warm_window(steps)
-    during = [(steps.step_at(t - steps.started), float(v)) for t, v in series
-              if steps.first[0] <= t - steps.started <= steps.last[0]]  # fmt: skip
-    past = [(n, v) for n, v in during if n - first > window]
+    past = [(n, float(v)) for n, v in _stepped(series, steps, steps.first[0]) if n - first > window]
     line = fit(past) if len(past) >= MIN_GROWTH_POINTS else None
     return line[0] if line is not None and line[0] > 0 else per_step
+
+
+def _stepped(series: Sequence[tuple[float, int]], steps: StepClock, since: float) -> list[tuple[float, int]]:
+    """(step, bytes) of its samples from ``since`` (seconds into the run) to the run's last step counted."""
+    return [(steps.step_at(t - steps.started), v) for t, v in series if since <= t - steps.started <= steps.last[0]]
 
 
 def _per_step(series: Sequence[tuple[float, int]], steps: StepClock) -> float | None:
     """Bytes its private set grew by per step over the later half of the steps (after any warm-up), from a
     line through (step, private bytes) (with fewer than MIN_GROWTH_POINTS samples then, their ends); None when it
     was sampled fewer than twice then. Growing less than SETTLED_SHARE of its size over those steps is no growth."""
-    mid = (steps.first[0] + steps.last[0]) / 2
-    during = [(steps.step_at(t - steps.started), v) for t, v in series if mid <= t - steps.started <= steps.last[0]]
+    during = _stepped(series, steps, (steps.first[0] + steps.last[0]) / 2)
     if len(during) < 2 or during[-1][0] - during[0][0] <= 0:
         return None
     if len(during) >= MIN_GROWTH_POINTS:

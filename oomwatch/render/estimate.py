@@ -44,12 +44,13 @@ def _fit_line(p: Projection) -> str | None:
         return None
     line = f"Against the limit of {human(p.limit)}: {VERDICTS[p.verdict]}"
     if p.seconds_to_limit is not None:
-        at = "by" if p.limit_by_then else "at about"
         if p.limit_by_then:  # reached inside what was measured: when exactly, the samples do not say
             line += (f"; it needs the limit already by {p.seconds_to_limit:.0f} s into the run (where the "
                      "measured growth ends)")  # fmt: skip
+            at = "by"
         else:
             line += f"; it grows into the limit about {p.seconds_to_limit:.0f} s into the run"
+            at = "at about"
         if p.step_at_limit is not None:
             line += f", {at} step {p.step_at_limit:.0f}"
             if p.scale.steps is not None:
