@@ -176,8 +176,9 @@ class ProcessModel:
     at_first_step: int | None = None  # its private set once the run's first step was done, less what it kept of
     # the steps after (None: not known)
     after_steps: int = 0  # what it grew by after the run's last step was counted (an evaluation that collects)
-    warm: int | None = None  # the most it held over the run's first WARM_STEPS steps, less what it kept of each
-    # step (``_kept_per_step``): its level once its loop had warmed up (None: not known)
+    warm: int | None = None  # the most it held over the run's first WARM_STEPS steps (at least MIN_GROWTH_POINTS
+    # samples), less what it kept of each step (``_kept_per_step``): its level once its loop had warmed up (None: not
+    # known)
     by_epoch: tuple[int | None, ...] = ()  # its private set as the first epoch went on: at 0, 1/EPOCH_MARKS, ...
     # of it done, as far as it was sampled (None before its first sample; empty: the epoch's steps not known)
     read_kept: int | None = None  # bytes it read and kept as it read them (None: its reads not known)
@@ -408,15 +409,19 @@ def _warm_window(steps: StepClock) -> float:
 def _warm(series: Sequence[tuple[float, int]], steps: StepClock, per_step: float | None) -> int | None:
     """The most it held at a sample over the run's first steps (``_warm_window``), less what it kept of each step
     since the first, at ``per_step``; None when it was not sampled then (a process that lived through the first
-    step was: see ``_around_steps``)."""
+    step was: see ``_around_steps``). A sample falls anywhere in a step, whose activations and gradients rise
+    tens of MiB above where it ends: with fewer than MIN_GROWTH_POINTS samples in those steps (a loop stepping 60
+    times a second, sampled every 12 steps, has one), the next ones are read too, up to half the steps counted
+    (rank_leak's fixed ranks hold 286-295 MiB at their job's peak; one sample in the warm-up steps said 252-275,
+    as low in its step as it fell)."""
     done, first = steps.started + steps.first[0], steps.first[1]
-    window = _warm_window(steps)
+    window, half = _warm_window(steps), (steps.last[1] - first) / 2
     levels: list[float] = []
     for t, v in series:
         if t < done:
             continue
         since = max(0.0, steps.counted_at(t - steps.started) - first)
-        if since > window and levels:
+        if since > window and levels and (len(levels) >= MIN_GROWTH_POINTS or since > half):
             break
         levels.append(v - (per_step or 0.0) * since)
     return max(0, int(max(levels))) if levels else None
@@ -439,8 +444,12 @@ def _kept_per_step(series: Sequence[tuple[float, int]], steps: StepClock, per_st
 
 
 def _stepped(series: Sequence[tuple[float, int]], steps: StepClock, since: float) -> list[tuple[float, int]]:
-    """(step, bytes) of its samples from ``since`` (seconds into the run) to the run's last step counted."""
-    return [(steps.step_at(t - steps.started), v) for t, v in series if since <= t - steps.started <= steps.last[0]]
+    """(step, bytes) of its samples from ``since`` (seconds into the run) to the run's last step counted, each at
+    the step counted by then (between two counted steps, the line between them): a loop's pace changes (one
+    rank of two ran its first 51 steps in 1.4 s, its last 44 in 3 s), and one rate for the whole run put a sample
+    at step 51 at step 32: what two-rank runs' ranks kept of each step read 6-10 MiB (counted, 9-12: what
+    one-rank runs read)."""
+    return [(steps.counted_at(t - steps.started), v) for t, v in series if since <= t - steps.started <= steps.last[0]]
 
 
 def _per_step(series: Sequence[tuple[float, int]], steps: StepClock) -> float | None:

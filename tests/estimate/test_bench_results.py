@@ -33,7 +33,7 @@ DOCUMENTED = {
     "first-contact-launchers": ("estimate_heldout.py", 6, 12, 3),
     "fresh-r7": ("estimate_accuracy.py", 24, 48, 24),
     "fresh-r8": ("estimate_accuracy.py", 24, 48, 24),
-    "fresh-r9": ("estimate_accuracy.py", 24, 46, 24),
+    "fresh-r9": ("estimate_accuracy.py", 24, 48, 24),
     "fresh-r10": ("estimate_accuracy.py", 24, 48, 24),
     "fresh-r11": ("estimate_accuracy.py", 24, 48, 24),
 }

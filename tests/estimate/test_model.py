@@ -816,3 +816,46 @@ def test_a_rank_left_alone_with_the_pages_its_worker_shared_kept_nothing_a_bound
     assert collects.roles["rank"].after_steps == 110 * MIB
     ((_, _, fixed, _),) = fixed_models(collects, ["unbounded_cache"])
     assert fixed.roles["rank"].peak == pytest.approx(100 * MIB)
+
+
+def test_a_ranks_growth_per_step_is_read_against_the_steps_it_counted_when_its_pace_changes():
+    """A rank keeps 10 MiB a step; it steps 40 a second for its first 50 steps, then 10 a second (its pages
+    faulted in, its peers slower). Against the counted steps its later growth and what it kept are 10 MiB a step;
+    against one rate for the whole run (a line through its counts, 15 steps a second) they read 7, and its fix's
+    level (its level once warm, less what it kept) 17 MiB high."""
+
+    def done(t: float) -> float:
+        return 40 * t if t <= 1.25 else 50 + 10 * (t - 1.25)
+
+    bar = Progress(tuple((i / 40 if i <= 50 else 1.25 + (i - 50) / 10, i) for i in range(0, 101, 5)),
+                   total=None, rule="step_word")  # fmt: skip
+    ticks = clock(bar, 0.0)
+    assert ticks is not None and 12 < ticks.rate < 18
+    rank = Trace(10, "rank", 0, "python")
+    rank.points = [Point(t, v, v, v, v) for t in (i * 0.1 for i in range(63))
+                   for v in [(220 + 10 * round(done(t))) * MIB]]  # fmt: skip
+    model = build([rank], steps=ticks)
+    r = model.roles["rank"]
+    assert r.per_step == pytest.approx(10 * MIB, rel=0.02)
+    assert r.warm == pytest.approx(220 * MIB, abs=3 * MIB)
+    ((_, _, fixed, _),) = fixed_models(model, ["unbounded_cache"])
+    assert fixed.roles["rank"].peak == pytest.approx(220 * MIB, abs=3 * MIB)
+
+
+def test_a_rank_sampled_once_in_its_warm_up_steps_is_read_warm_over_its_next_samples():
+    """A rank stepping 60 times a second, sampled every 12 steps: one sample falls in its 10 warm-up steps, and
+    it was taken low in a step (30 MiB under the 270 its loop holds once warm, which a step rises 20 above).
+    Its level once warm, what its fix keeps, is the most of its first four samples past the first step less the
+    12 MiB a step it kept: 290 MiB, not that one sample's 240."""
+    swing = {6: -30, 18: 10, 30: 20, 42: -10, 54: 0, 66: 5, 78: -5, 90: 0, 100: 0}  # MiB off the warm line
+    at = {0: 220} | {n: 270 + s + 12 * n for n, s in swing.items()}
+    rank = Trace(10, "rank", 0, "python")
+    rank.points = [Point(n / 60, v * MIB, v * MIB, v * MIB, v * MIB) for n, v in at.items()]
+    bar = Progress(tuple((i / 60, i) for i in range(0, 101, 5)), total=None, rule="step_word")
+    ticks = clock(bar, 0.0)
+    assert ticks is not None
+    model = build([rank], steps=ticks)
+    r = model.roles["rank"]
+    assert r.warm == pytest.approx(290 * MIB, abs=6 * MIB)
+    ((_, _, fixed, _),) = fixed_models(model, ["unbounded_cache"])
+    assert fixed.roles["rank"].peak == pytest.approx(290 * MIB, abs=6 * MIB)
