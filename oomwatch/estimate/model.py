@@ -412,8 +412,8 @@ def _warm(series: Sequence[tuple[float, int]], steps: StepClock, per_step: float
     step was: see ``_around_steps``). A sample falls anywhere in a step, whose activations and gradients rise
     tens of MiB above where it ends: with fewer than MIN_GROWTH_POINTS samples in those steps (a loop stepping 60
     times a second, sampled every 12 steps, has one), the next ones are read too, up to half the steps counted
-    (rank_leak's fixed ranks hold 286-295 MiB at their job's peak; one sample in the warm-up steps said 252-275,
-    as low in its step as it fell)."""
+    (rank_leak's fixed ranks hold about 286-295 MiB each at their job's peak; one sample in the warm-up steps
+    said 251-275, as low in its step as it fell)."""
     done, first = steps.started + steps.first[0], steps.first[1]
     window, half = _warm_window(steps), (steps.last[1] - first) / 2
     levels: list[float] = []
