@@ -36,6 +36,7 @@ DOCUMENTED = {
     "fresh-r9": ("estimate_accuracy.py", 24, 48, 24),
     "fresh-r10": ("estimate_accuracy.py", 24, 48, 24),
     "fresh-r11": ("estimate_accuracy.py", 24, 48, 24),
+    "fresh-r12": ("estimate_accuracy.py", 24, 48, 24),
 }
 ARGS = {
     "heldout-3ranks": ["--default-ranks", "3", "--small", "1,2"],  # the variants of 3 ranks, from 1 and 2
